@@ -1,0 +1,141 @@
+package backlog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrClosed answers a request submitted after the committer was closed.
+var ErrClosed = errors.New("backlog committer is closed")
+
+// Committer groups the publish requests of every topic into shared
+// transactions: while one commit runs, the requests that arrive queue up
+// and go into the next. Grouping is where publish throughput comes from,
+// since each commit pays one fsync however many events it holds.
+type Committer struct {
+	log       Log
+	maxEvents int
+	observe   func(time.Duration, int)
+
+	mu      sync.Mutex
+	pending []submitted
+	closed  bool
+	wake    chan struct{}
+	stopped chan struct{}
+}
+
+type submitted struct {
+	req  *Append
+	done func(Result, error)
+}
+
+// CommitterOptions tune a Committer.
+type CommitterOptions struct {
+	// MaxEvents caps one transaction, so a flood of batches cannot make a
+	// single commit unbounded; a larger single request still goes alone.
+	MaxEvents int
+	// Observe, when set, is told each commit's duration and event count.
+	Observe func(d time.Duration, events int)
+}
+
+// NewCommitter starts the goroutine that commits for log.
+func NewCommitter(log Log, opts CommitterOptions) *Committer {
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = 20000
+	}
+	c := &Committer{
+		log:       log,
+		maxEvents: opts.MaxEvents,
+		observe:   opts.Observe,
+		wake:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+	}
+	go c.run()
+	return c
+}
+
+// Submit queues req; done is called from the committer's goroutine once the
+// request is committed or has failed. Submit never blocks, so an actor may
+// call it from Receive.
+func (c *Committer) Submit(req *Append, done func(Result, error)) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		done(Result{}, ErrClosed)
+		return
+	}
+	c.pending = append(c.pending, submitted{req, done})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close commits everything submitted so far, then stops the goroutine.
+func (c *Committer) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	<-c.stopped
+}
+
+func (c *Committer) run() {
+	defer close(c.stopped)
+	for range c.wake {
+		for {
+			batch, closed := c.take()
+			if len(batch) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			c.commit(batch)
+		}
+	}
+}
+
+// take removes the next transaction's worth of requests from the queue.
+func (c *Committer) take() ([]submitted, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, events := 0, 0
+	for n < len(c.pending) && (n == 0 || events+len(c.pending[n].req.Events) <= c.maxEvents) {
+		events += len(c.pending[n].req.Events)
+		n++
+	}
+	batch := c.pending[:n:n]
+	c.pending = c.pending[n:]
+	if len(c.pending) == 0 {
+		c.pending = nil
+	}
+	return batch, c.closed
+}
+
+func (c *Committer) commit(batch []submitted) {
+	reqs := make([]*Append, len(batch))
+	events := 0
+	for i, s := range batch {
+		reqs[i] = s.req
+		events += len(s.req.Events)
+	}
+	start := time.Now()
+	results, err := c.log.AppendBatch(context.Background(), reqs)
+	if c.observe != nil && err == nil {
+		c.observe(time.Since(start), events)
+	}
+	for i, s := range batch {
+		if err != nil {
+			s.done(Result{}, err)
+			continue
+		}
+		s.done(results[i], nil)
+	}
+}

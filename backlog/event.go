@@ -1,0 +1,58 @@
+// Package backlog is the durable event log behind every topic: it numbers
+// events in the transaction that commits them, reads them back after any
+// position, and remembers idempotency keys. Log is an interface so that a
+// shared log (Postgres) can stand beside the embedded SQLite one.
+package backlog
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Ops of keyed events; a plain event has none.
+const (
+	OpUpsert = "upsert"
+	OpDelete = "delete"
+)
+
+// Event is one committed event of a topic. Data is compact JSON, so an
+// envelope built from it fits on one SSE data line.
+type Event struct {
+	Seq  int64
+	Type string
+	Time time.Time
+	Key  string
+	Op   string
+	Data json.RawMessage
+}
+
+// AppendEnvelope appends the event's envelope, the one JSON shape that both
+// watch and read hand to clients, to b. It is built by hand because it sits
+// on the fan-out and catch-up paths and its field order is part of the
+// contract's examples.
+func (e *Event) AppendEnvelope(b []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"type":`...)
+	b = strconv.AppendQuote(b, e.Type) // types are plain ASCII by the name rules
+	b = append(b, `,"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if e.Op != "" {
+		b = append(b, `,"key":`...)
+		b = strconv.AppendQuote(b, e.Key)
+		b = append(b, `,"op":"`...)
+		b = append(b, e.Op...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"data":`...)
+	b = append(b, e.Data...)
+	return append(b, '}')
+}
+
+// MarshalJSON gives the envelope, so that a read answer and a watch frame
+// carry the same bytes for the same event.
+func (e *Event) MarshalJSON() ([]byte, error) {
+	return e.AppendEnvelope(nil), nil
+}

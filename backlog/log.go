@@ -1,0 +1,60 @@
+package backlog
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrKeyReused answers a request whose idempotency key was used before on
+// the topic for a different request; nothing is appended.
+var ErrKeyReused = errors.New("idempotency key reused with a different request")
+
+// Append is one publish request: one event, or an NDJSON batch committed as
+// a unit. Events carry type, key, op and data; the log assigns Seq and Time.
+type Append struct {
+	Tenant, Topic string
+	Events        []Event
+	// Batch records whether the request was NDJSON, for the answer that a
+	// repeat of it gets.
+	Batch bool
+	// IdemKey, when set, makes the request idempotent on its topic; IdemHash
+	// tells a true repeat from a different request under the same key.
+	IdemKey  string
+	IdemHash []byte
+}
+
+// Result is what one Append came to. A duplicate carries the original
+// range and no events; Err is ErrKeyReused or nil.
+type Result struct {
+	First, Last int64
+	Batch       bool
+	Duplicate   bool
+	Events      []Event
+	Err         error
+}
+
+// Page is a read after a position. Trimmed is the newest sequence number
+// that retention removed: a reader at a position below it has lost
+// Position+1..Trimmed and must be told.
+type Page struct {
+	Events  []Event
+	Head    int64
+	Trimmed int64
+}
+
+// Log is the durable, per-topic numbered event log.
+type Log interface {
+	// AppendBatch commits every request in one transaction, numbering each
+	// topic's events after its head inside that transaction, so a failed
+	// commit or a duplicate consumes no number. It returns one Result per
+	// request, or an error for the whole batch (nothing committed).
+	AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error)
+	// Read returns up to limit events with seq > after, in order, with the
+	// head and trim point read in the same transaction.
+	Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error)
+	// Head is the sequence number of the topic's newest event, 0 for none.
+	Head(ctx context.Context, tenant, topic string) (int64, error)
+	// Ping tells whether the log is open and answering.
+	Ping(ctx context.Context) error
+	Close() error
+}

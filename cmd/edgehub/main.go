@@ -1,0 +1,213 @@
+// Command edgehub runs the hub (serve) and talks to one (publish, watch).
+// It parses flags, wires the parts and handles signals; nothing else.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"edgehub/client"
+	"edgehub/server"
+)
+
+type cli struct {
+	Serve   serveCmd   `cmd:"" help:"Run the hub."`
+	Publish publishCmd `cmd:"" help:"Publish an event (or an NDJSON batch from stdin) and print the answer."`
+	Watch   watchCmd   `cmd:"" help:"Watch a topic and print its events as they come."`
+}
+
+type serveCmd struct {
+	Addr            string        `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
+	Data            string        `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
+	Dev             bool          `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
+	AdminKey        string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API."`
+	RetentionEvents int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
+	RetentionAge    time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
+	Heartbeat       time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
+	Retry           time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
+	MaxBody         int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
+	WriteTimeout    time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
+	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
+	IdleAfter       time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
+	LogLevel        slog.Level    `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
+}
+
+type conn struct {
+	Server string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
+	Token  string `env:"EDGEHUB_TOKEN" help:"Bearer token."`
+}
+
+type publishCmd struct {
+	conn
+	Target         string `arg:"" help:"TENANT/TOPIC."`
+	Body           string `arg:"" optional:"" help:"The event's JSON, or - to read stdin (NDJSON there is a batch)."`
+	Type           string `help:"Event type."`
+	Key            string `help:"Key of a keyed (state) event."`
+	Op             string `help:"upsert or delete, with --key."`
+	IdempotencyKey string `help:"Idempotency key."`
+}
+
+type watchCmd struct {
+	conn
+	Target   string `arg:"" help:"TENANT/TOPIC."`
+	After    *int64 `help:"Start after this sequence number (0: the whole backlog)."`
+	Snapshot bool   `help:"Start with the topic's state."`
+	JSON     bool   `name:"json" help:"One JSON object a line on stdout, nothing else."`
+}
+
+func main() {
+	var c cli
+	kctx := kong.Parse(&c, kong.Name("edgehub"), kong.Description("Edgehub: a durable SSE streaming hub."), kong.UsageOnError())
+	if err := kctx.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "edgehub:", err)
+		os.Exit(1)
+	}
+}
+
+func (s *serveCmd) Run() error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg := server.Config{
+		Addr: s.Addr, Data: s.Data, Dev: s.Dev, AdminKey: s.AdminKey,
+		RetentionEvents: s.RetentionEvents, RetentionAge: s.RetentionAge,
+		Heartbeat: s.Heartbeat, Retry: s.Retry, MaxBody: s.MaxBody,
+		WriteTimeout: s.WriteTimeout, StreamBuffer: s.StreamBuffer, IdleAfter: s.IdleAfter,
+	}
+	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		srv.Shutdown(context.Background()) //nolint:errcheck // already failing
+		return fmt.Errorf("listen on %s: %w", s.Addr, err)
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "dev", s.Dev, "data", s.Data)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func splitTarget(t string) (string, string, error) {
+	tenant, topic, ok := strings.Cut(t, "/")
+	if !ok || tenant == "" || topic == "" {
+		return "", "", fmt.Errorf("target %q is not TENANT/TOPIC", t)
+	}
+	return tenant, topic, nil
+}
+
+func (c *conn) client() *client.Client {
+	return &client.Client{Server: strings.TrimRight(c.Server, "/"), Token: c.Token}
+}
+
+func (p *publishCmd) Run() error {
+	tenant, topic, err := splitTarget(p.Target)
+	if err != nil {
+		return err
+	}
+	body := []byte(p.Body)
+	batch := false
+	if p.Body == "-" {
+		if body, err = io.ReadAll(os.Stdin); err != nil {
+			return fmt.Errorf("read stdin: %w", err)
+		}
+		batch = isNDJSON(body)
+	}
+	ans, err := p.client().Publish(context.Background(), tenant, topic, body, client.PublishOptions{
+		Type: p.Type, Key: p.Key, Op: p.Op, IdempotencyKey: p.IdempotencyKey, Batch: batch,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(bytes.TrimSpace(ans)))
+	return nil
+}
+
+// isNDJSON tells a batch (several JSON values, one a line) from one JSON
+// value that may span lines.
+func isNDJSON(b []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(b))
+	n := 0
+	for {
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return n > 1
+		}
+		n++
+	}
+}
+
+func (w *watchCmd) Run() error {
+	tenant, topic, err := splitTarget(w.Target)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	out := bufio.NewWriter(os.Stdout)
+	o := client.WatchOptions{
+		Snapshot: w.Snapshot, Reconnect: true,
+		Notice: func(s string) { fmt.Fprintln(os.Stderr, s) },
+	}
+	if w.After != nil {
+		o.After, o.HasAfter = *w.After, true
+	}
+	err = w.client().Watch(ctx, tenant, topic, o, func(f client.Frame) error {
+		return w.print(out, f)
+	})
+	out.Flush()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (w *watchCmd) print(out *bufio.Writer, f client.Frame) error {
+	switch f.Event {
+	case "hello":
+		fmt.Fprintln(os.Stderr, "connected:", f.Data)
+		return nil
+	case "gap":
+		fmt.Fprintln(os.Stderr, "gap: events removed by retention:", f.Data)
+		return nil
+	case "snapshot":
+		if w.JSON {
+			fmt.Fprintf(out, "{\"snapshot\":%s}\n", f.Data)
+		} else {
+			fmt.Fprintf(out, "snapshot %s\n", f.Data)
+		}
+	default:
+		if w.JSON {
+			fmt.Fprintln(out, f.Data)
+		} else {
+			fmt.Fprintf(out, "%s %s %s\n", f.ID, f.Event, f.Data)
+		}
+	}
+	return out.Flush()
+}

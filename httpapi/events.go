@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+)
+
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+type gapRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+type readAnswer struct {
+	Events    []json.RawMessage `json:"events"`
+	Head      int64             `json:"head"`
+	NextAfter int64             `json:"next_after"`
+	Gap       *gapRange         `json:"gap,omitempty"`
+}
+
+// events is the polling read: a page of envelopes after a position.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	q := r.URL.Query()
+	after, limit := int64(0), defaultLimit
+	if v, ok := q["after"]; ok {
+		n, valid := parsePosition(v[0])
+		if !valid {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "after must be a non-negative integer"))
+			return
+		}
+		after = n
+	}
+	if v, ok := q["limit"]; ok {
+		n, valid := parsePosition(v[0])
+		if !valid || n == 0 {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "limit must be a positive integer"))
+			return
+		}
+		limit = int(min(n, maxLimit))
+	}
+	if aerr := s.authorize(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit)
+	if err != nil {
+		s.deps.Logger.Error("read events", "tenant", tenant, "topic", topic, "err", err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the backlog could not be read"))
+		return
+	}
+	ans := readAnswer{Events: make([]json.RawMessage, len(page.Events)), Head: page.Head, NextAfter: after}
+	if page.Trimmed > after {
+		ans.Gap = &gapRange{From: after + 1, To: page.Trimmed}
+	}
+	for i := range page.Events {
+		ans.Events[i] = page.Events[i].AppendEnvelope(nil)
+	}
+	if n := len(page.Events); n > 0 {
+		ans.NextAfter = page.Events[n-1].Seq
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"edgehub/backlog"
+	"edgehub/hub"
+	"edgehub/notify"
+)
+
+type singleAnswer struct {
+	Seq       int64 `json:"seq"`
+	Duplicate bool  `json:"duplicate"`
+}
+
+type batchAnswer struct {
+	First     int64 `json:"first"`
+	Last      int64 `json:"last"`
+	Count     int64 `json:"count"`
+	Duplicate bool  `json:"duplicate"`
+}
+
+// notify commits a publish and answers only once it is durable.
+func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	meta, perr := notify.ParseMeta(r)
+	if perr != nil {
+		writeError(w, fromNotify(perr))
+		return
+	}
+	if aerr := s.authorize(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	body, perr := notify.ReadBody(r, s.cfg.MaxBody)
+	if perr != nil {
+		writeError(w, fromNotify(perr))
+		return
+	}
+	req, perr := notify.Build(tenant, topic, meta, body)
+	if perr != nil {
+		writeError(w, fromNotify(perr))
+		return
+	}
+	reply := make(chan hub.PublishReply, 1)
+	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Publish{Req: req, Reply: reply})
+	var rep hub.PublishReply
+	select {
+	case rep = <-reply:
+	case <-r.Context().Done():
+		return // the client left; the commit goes on and a retry with its key is answered from it
+	}
+	res := rep.Result
+	switch {
+	case rep.Err != nil:
+		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", rep.Err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the event could not be committed; retry with the same idempotency key"))
+		return
+	case errors.Is(res.Err, backlog.ErrKeyReused):
+		writeError(w, errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this idempotency key was used for a different request on this topic"))
+		return
+	case res.Err != nil:
+		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", res.Err))
+		return
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+		s.deps.Metrics.Duplicates.Inc()
+	} else {
+		s.deps.Metrics.EventsPublished.Add(float64(res.Last - res.First + 1))
+	}
+	if res.Batch {
+		writeJSON(w, status, batchAnswer{First: res.First, Last: res.Last, Count: res.Last - res.First + 1, Duplicate: res.Duplicate})
+		return
+	}
+	writeJSON(w, status, singleAnswer{Seq: res.First, Duplicate: res.Duplicate})
+}
+
+func fromNotify(e *notify.Error) *apiError {
+	return &apiError{Status: e.Status, Code: e.Code, Message: e.Message}
+}

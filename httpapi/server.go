@@ -1,0 +1,151 @@
+// Package httpapi is Edgehub's HTTP surface: the contract's routes, their
+// checks in the contract's order (route, names, credentials, limits, body),
+// and the watch stream's writer.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/julienschmidt/httprouter"
+
+	"edgehub/actors"
+	"edgehub/backlog"
+	"edgehub/metrics"
+	"edgehub/names"
+)
+
+// Config is the HTTP side of the command line.
+type Config struct {
+	Dev          bool
+	MaxBody      int64
+	Retry        time.Duration
+	Heartbeat    time.Duration
+	WriteTimeout time.Duration
+	// StreamBuffer is how many bytes of frames a live stream may have
+	// queued before the hub sends it back to read from the backlog.
+	StreamBuffer int
+	// PageSize is how many events a catching-up stream reads at a time.
+	PageSize int
+}
+
+// Deps are the parts main builds and the routes use.
+type Deps struct {
+	Log     backlog.Log
+	Hubs    *actors.Manager
+	Root    *actor.RootContext
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+	// Ready tells /readyz whether the backlog and actors are up.
+	Ready func() bool
+}
+
+// Hooks let tests hold a request inside a race window. Nil in production.
+type Hooks struct {
+	// AfterRegister runs after a watch is registered with its hub and
+	// before the first byte of its answer is written.
+	AfterRegister func(tenant, topic string)
+}
+
+// Server serves the routes.
+type Server struct {
+	cfg    Config
+	deps   Deps
+	hooks  Hooks
+	router *httprouter.Router
+
+	endOnce sync.Once
+	ending  chan struct{}
+}
+
+// New builds the router.
+func New(cfg Config, deps Deps, hooks Hooks) *Server {
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 1000
+	}
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, ending: make(chan struct{})}
+	r := httprouter.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no such route"))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.deps.Logger.Error("handler panic", "path", req.URL.Path, "panic", v)
+		writeError(w, errorf(http.StatusInternalServerError, "internal", "internal error"))
+	}
+	const topicPath = "/v1/tenants/:tenant/topics/:topic"
+	r.POST(topicPath+"/notify", s.topicRoute(s.notify))
+	r.GET(topicPath+"/watch", s.topicRoute(s.watch))
+	r.GET(topicPath+"/events", s.topicRoute(s.events))
+	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+		if s.deps.Ready != nil && !s.deps.Ready() {
+			writeError(w, errorf(http.StatusServiceUnavailable, "not_ready", "the backlog or the actor system is not up"))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	r.Handler(http.MethodGet, "/metrics", deps.Metrics.Handler())
+	s.router = r
+	return s
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// EndStreams ends every open stream after its current frame, as SIGTERM
+// asks; http.Server.Shutdown then sees their connections go idle.
+func (s *Server) EndStreams() {
+	s.endOnce.Do(func() { close(s.ending) })
+}
+
+type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)
+
+// topicRoute checks the names and the credentials of a topic route before
+// its handler runs.
+func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		tenant, topic := p.ByName("tenant"), p.ByName("topic")
+		if !names.Valid(tenant) || !names.Valid(topic) {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_name",
+				"tenant and topic must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
+			return
+		}
+		h(w, r, tenant, topic)
+	}
+}
+
+// authorize checks credentials. Tenants and tokens come with the admin
+// API; until then only dev mode, where every tenant exists and no
+// credentials are needed, can serve a tenant's routes.
+func (s *Server) authorize(_ *http.Request, _ string) *apiError {
+	if s.cfg.Dev {
+		return nil
+	}
+	return errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or missing credentials")
+}
+
+// parsePosition reads a non-negative decimal integer, digits only.
+func parsePosition(v string) (int64, bool) {
+	if v == "" || len(v) > 19 {
+		return 0, false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}

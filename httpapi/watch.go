@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"edgehub/hub"
+	"edgehub/sse"
+)
+
+// errStreamEnded stops a stream whose hub or server is going away; the
+// client reconnects with Last-Event-ID and loses nothing.
+var errStreamEnded = errors.New("stream ended")
+
+// watch registers a stream with its hub, then, and only then, sends the
+// headers and hello, and pumps frames until the client or server leaves.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	after, fromNow := int64(0), true
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, ok := parsePosition(v)
+		if !ok {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "Last-Event-ID must be a non-negative integer"))
+			return
+		}
+		after, fromNow = n, false
+	} else if v, ok := r.URL.Query()["after"]; ok {
+		n, valid := parsePosition(v[0])
+		if !valid {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "after must be a non-negative integer"))
+			return
+		}
+		after, fromNow = n, false
+	}
+	if aerr := s.authorize(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+
+	st := hub.NewStream(s.cfg.StreamBuffer)
+	joinedc := make(chan hub.Joined, 1)
+	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Watch{Stream: st, After: after, FromNow: fromNow, Reply: joinedc})
+	var joined hub.Joined
+	select {
+	case joined = <-joinedc:
+	case <-r.Context().Done():
+		// The hub registers the stream anyway; take it out once it has.
+		go func() {
+			if j := <-joinedc; j.Err == nil {
+				s.deps.Root.Send(j.Hub, &hub.Unwatch{Stream: st})
+			}
+		}()
+		return
+	}
+	if joined.Err != nil {
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic could not be opened"))
+		return
+	}
+	defer s.deps.Root.Send(joined.Hub, &hub.Unwatch{Stream: st})
+	s.deps.Metrics.StreamsOpen.Inc()
+	defer s.deps.Metrics.StreamsOpen.Dec()
+	if s.hooks.AfterRegister != nil {
+		s.hooks.AfterRegister(tenant, topic)
+	}
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	p := &pump{
+		s: s, w: w, rc: http.NewResponseController(w), st: st, hubPID: joined.Hub,
+		tenant: tenant, topic: topic, pos: joined.Position, live: joined.Position >= joined.Head,
+	}
+	p.heartbeat = time.NewTimer(s.cfg.Heartbeat)
+	defer p.heartbeat.Stop()
+	p.buf = sse.Open(s.cfg.Retry, joined.Head, joined.Position)
+	if err := p.flush(); err != nil {
+		return
+	}
+	err := p.run(r.Context())
+	if err != nil && !errors.Is(err, errStreamEnded) && !errors.Is(err, context.Canceled) {
+		s.deps.Logger.Debug("stream closed", "tenant", tenant, "topic", topic, "position", p.pos, "err", err)
+	}
+}
+
+// flushBytes is how much a catching-up stream buffers before it writes.
+const flushBytes = 64 << 10
+
+// pump writes one stream's frames. It alternates between two modes: live,
+// writing what the hub queued, and catching up, reading the backlog in
+// pages until the hub agrees that it has reached the head.
+type pump struct {
+	s      *Server
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	st     *hub.Stream
+	hubPID *actor.PID
+	tenant string
+	topic  string
+
+	pos       int64 // the newest sequence number written (or skipped by a gap)
+	live      bool
+	buf       []byte
+	delivered int
+	heartbeat *time.Timer
+}
+
+func (p *pump) run(ctx context.Context) error {
+	for {
+		if !p.live {
+			if err := p.catchUp(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-p.st.Ready():
+			items, demoted, ended := p.st.Take()
+			for _, it := range items {
+				p.appendItem(it)
+			}
+			if err := p.flush(); err != nil {
+				return err
+			}
+			if ended {
+				return errStreamEnded
+			}
+			if demoted {
+				p.s.deps.Metrics.Demotions.Inc()
+				p.live = false
+			}
+		case <-p.heartbeat.C:
+			p.buf = append(p.buf, sse.Ping...)
+			if err := p.flush(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.s.ending:
+			return errStreamEnded
+		}
+	}
+}
+
+// appendItem queues a live event's frame. Items come in order from the hub;
+// one at or below the position was already written and is skipped.
+func (p *pump) appendItem(it *hub.Item) {
+	if it.Event.Seq <= p.pos {
+		return
+	}
+	p.buf = append(p.buf, it.Frame...)
+	p.pos = it.Event.Seq
+	p.delivered++
+}
+
+// catchUp writes the backlog after the position, page by page, then asks
+// the hub to go live. A short page means the backlog's head was reached at
+// that read; the hub decides whether that is still its head.
+func (p *pump) catchUp(ctx context.Context) error {
+	for {
+		page, err := p.s.deps.Log.Read(ctx, p.tenant, p.topic, p.pos, p.s.cfg.PageSize)
+		if err != nil {
+			return fmt.Errorf("catch up %s/%s after %d: %w", p.tenant, p.topic, p.pos, err)
+		}
+		if page.Trimmed > p.pos {
+			p.buf = sse.AppendGap(p.buf, p.pos+1, page.Trimmed)
+			p.pos = page.Trimmed
+		}
+		for i := range page.Events {
+			if e := &page.Events[i]; e.Seq > p.pos {
+				p.buf = sse.AppendEvent(p.buf, e)
+				p.pos = e.Seq
+				p.delivered++
+			}
+			if len(p.buf) >= flushBytes {
+				if err := p.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := p.flush(); err != nil {
+			return err
+		}
+		if len(page.Events) < p.s.cfg.PageSize {
+			break
+		}
+		select {
+		case <-p.s.ending:
+			return errStreamEnded
+		default:
+		}
+	}
+	reply := make(chan bool, 1)
+	p.s.deps.Root.Send(p.hubPID, &hub.GoLive{Stream: p.st, Position: p.pos, Reply: reply})
+	for {
+		select {
+		case p.live = <-reply:
+			return nil
+		case <-p.st.Ready():
+			// Only an end can come before the answer: the stream is not live.
+			if _, _, ended := p.st.Take(); ended {
+				return errStreamEnded
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.s.ending:
+			return errStreamEnded
+		}
+	}
+}
+
+// flush writes whatever frames are buffered, whole, under a fresh write
+// deadline: a client that stops reading holds only its own goroutine, and
+// for no longer than the write timeout.
+func (p *pump) flush() error {
+	if len(p.buf) == 0 {
+		return nil
+	}
+	if err := p.rc.SetWriteDeadline(time.Now().Add(p.s.cfg.WriteTimeout)); err != nil {
+		return fmt.Errorf("set write deadline: %w", err)
+	}
+	if _, err := p.w.Write(p.buf); err != nil {
+		return fmt.Errorf("write frames: %w", err)
+	}
+	if err := p.rc.Flush(); err != nil {
+		return fmt.Errorf("flush frames: %w", err)
+	}
+	if p.delivered > 0 {
+		p.s.deps.Metrics.Deliveries.Add(float64(p.delivered))
+		p.delivered = 0
+	}
+	p.buf = p.buf[:0]
+	if !p.heartbeat.Stop() {
+		select {
+		case <-p.heartbeat.C:
+		default:
+		}
+	}
+	p.heartbeat.Reset(p.s.cfg.Heartbeat)
+	return nil
+}

@@ -1,0 +1,67 @@
+// Package metrics holds the hub's Prometheus series. They live in a
+// registry that main builds, not in the global one, so tests can run many
+// servers in one process.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the series the hub updates as it runs.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	EventsPublished prometheus.Counter
+	Duplicates      prometheus.Counter
+	StreamsOpen     prometheus.Gauge
+	Deliveries      prometheus.Counter
+	Demotions       prometheus.Counter
+	CommitSeconds   prometheus.Histogram
+	CommitEvents    prometheus.Histogram
+	HubsActive      prometheus.Gauge
+}
+
+// New registers the series, with the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		EventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_events_published_total", Help: "Events committed to the backlog.",
+		}),
+		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_publish_duplicates_total", Help: "Publishes answered from an idempotency key.",
+		}),
+		StreamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgehub_streams_open", Help: "Watch streams currently open.",
+		}),
+		Deliveries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_deliveries_total", Help: "Event frames written to watch streams.",
+		}),
+		Demotions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_stream_demotions_total", Help: "Live streams sent back to the backlog because their queue was full.",
+		}),
+		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "edgehub_commit_duration_seconds", Help: "Duration of backlog commit transactions.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		CommitEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "edgehub_commit_events", Help: "Events per backlog commit transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+		HubsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgehub_hubs_active", Help: "Topic hub actors currently running.",
+		}),
+	}
+	m.Registry.MustRegister(m.EventsPublished, m.Duplicates, m.StreamsOpen, m.Deliveries, m.Demotions,
+		m.CommitSeconds, m.CommitEvents, m.HubsActive,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}

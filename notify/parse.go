@@ -1,0 +1,209 @@
+// Package notify turns a publish request into a backlog append: it picks
+// the event type, key and op, reads the body within its limit, checks and
+// compacts the JSON (one value, or NDJSON lines), and derives the
+// idempotency key and the hash that tells a true repeat from a reuse.
+package notify
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"edgehub/backlog"
+	"edgehub/names"
+)
+
+// MaxBatch is the most events one NDJSON request may carry.
+const MaxBatch = 10000
+
+// MaxIdempotencyKey bounds an idempotency key, which is stored per topic.
+const MaxIdempotencyKey = 256
+
+// Error is a refusal with the contract's status and code.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func refuse(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Meta is what a request says about its events outside the body.
+type Meta struct {
+	Type, Key, Op, IdemKey string
+	Batch                  bool
+}
+
+// ParseMeta reads type, key, op, idempotency key and batch-ness from the
+// query and headers. It runs before credentials and body, as the contract's
+// check order asks.
+func ParseMeta(r *http.Request) (Meta, *Error) {
+	q := r.URL.Query()
+	m := Meta{
+		Type:    first(q.Get("type"), r.Header.Get("Event-Type"), "message"),
+		Key:     first(q.Get("key"), r.Header.Get("Event-Key"), ""),
+		Op:      q.Get("op"),
+		IdemKey: first(r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id"), ""),
+	}
+	if !names.ValidType(m.Type) {
+		return m, refuse(http.StatusBadRequest, "invalid_type",
+			"event type must be 1 to %d of A-Z a-z 0-9 . _ : - and not hello, gap or snapshot", names.MaxType)
+	}
+	switch {
+	case m.Key == "" && m.Op != "":
+		return m, refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
+	case m.Key == "":
+	case !names.Valid(m.Key):
+		return m, refuse(http.StatusBadRequest, "invalid_name", "key must follow the name rules")
+	case m.Op == "":
+		m.Op = backlog.OpUpsert
+	case m.Op != backlog.OpUpsert && m.Op != backlog.OpDelete:
+		return m, refuse(http.StatusBadRequest, "invalid_op", "op must be upsert or delete")
+	}
+	if len(m.IdemKey) > MaxIdempotencyKey || !printable(m.IdemKey) {
+		return m, refuse(http.StatusBadRequest, "invalid_idempotency_key",
+			"idempotency key must be at most %d printable ASCII characters", MaxIdempotencyKey)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/x-ndjson" {
+			m.Batch = true
+		}
+	}
+	return m, nil
+}
+
+// ReadBody reads at most maxBody bytes of the request body; more is 413.
+func ReadBody(r *http.Request, maxBody int64) ([]byte, *Error) {
+	if r.ContentLength > maxBody {
+		return nil, tooLarge(maxBody)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, refuse(http.StatusBadRequest, "invalid_body", "could not read the body: %v", err)
+	}
+	if int64(len(body)) > maxBody {
+		return nil, tooLarge(maxBody)
+	}
+	return body, nil
+}
+
+func tooLarge(maxBody int64) *Error {
+	return refuse(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", maxBody)
+}
+
+// Build makes the append for tenant/topic from the request's meta and body.
+func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *Error) {
+	datas, perr := parseBody(m, body)
+	if perr != nil {
+		return nil, perr
+	}
+	a := &backlog.Append{Tenant: tenant, Topic: topic, Batch: m.Batch, Events: make([]backlog.Event, len(datas))}
+	for i, d := range datas {
+		a.Events[i] = backlog.Event{Type: m.Type, Key: m.Key, Op: m.Op, Data: d}
+	}
+	if m.IdemKey != "" {
+		a.IdemKey = m.IdemKey
+		a.IdemHash = requestHash(m, body)
+	}
+	return a, nil
+}
+
+var null = json.RawMessage("null")
+
+func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
+	if !m.Batch {
+		if m.Op == backlog.OpDelete {
+			return []json.RawMessage{null}, nil
+		}
+		d, err := compact(body)
+		if err != nil {
+			return nil, refuse(http.StatusBadRequest, "invalid_json", "the body is not one JSON value: %v", err)
+		}
+		return []json.RawMessage{d}, nil
+	}
+	var out []json.RawMessage
+	for n := 1; len(body) > 0; n++ {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if len(out) == MaxBatch {
+			return nil, refuse(http.StatusRequestEntityTooLarge, "too_large", "a batch holds at most %d events", MaxBatch)
+		}
+		if m.Op == backlog.OpDelete {
+			out = append(out, null)
+			continue
+		}
+		d, err := compact(line)
+		if err != nil {
+			return nil, refuse(http.StatusBadRequest, "invalid_json", "line %d is not one JSON value: %v", n, err)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, refuse(http.StatusBadRequest, "invalid_json", "the batch has no event")
+	}
+	return out, nil
+}
+
+var errEmpty = errors.New("empty")
+
+// compact checks that b is exactly one JSON value and strips its
+// insignificant white space, so the envelope never spans lines.
+func compact(b []byte) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errEmpty
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// requestHash covers everything that makes two requests the same request:
+// body bytes, type, key, op and batch-ness.
+func requestHash(m Meta, body []byte) []byte {
+	h := sha256.New()
+	for _, s := range []string{m.Type, m.Key, m.Op, strconv.FormatBool(m.Batch)} {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,179 @@
+// Package server assembles a running Edgehub from its parts: the backlog,
+// the committer, the actor system with its hub manager, and the HTTP
+// routes. main and the in-process tests build it the same way.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"edgehub/actors"
+	"edgehub/backlog"
+	"edgehub/httpapi"
+	"edgehub/hub"
+	"edgehub/metrics"
+)
+
+// Config is everything serve takes from the command line.
+type Config struct {
+	Addr            string
+	Data            string
+	Dev             bool
+	AdminKey        string
+	RetentionEvents int64
+	RetentionAge    time.Duration
+	Heartbeat       time.Duration
+	Retry           time.Duration
+	MaxBody         int64
+	WriteTimeout    time.Duration
+	StreamBuffer    int
+	// IdleAfter is how long a topic's hub stays up with nothing to do.
+	IdleAfter time.Duration
+}
+
+// Defaults are the command line's defaults, for callers that build a Config
+// by hand.
+func Defaults() Config {
+	return Config{
+		Addr: "127.0.0.1:8080", Data: "./edgehub-data",
+		RetentionEvents: 1_000_000, RetentionAge: 168 * time.Hour,
+		Heartbeat: 15 * time.Second, Retry: 2 * time.Second, MaxBody: 1 << 20,
+		WriteTimeout: time.Minute, StreamBuffer: 1 << 20, IdleAfter: 30 * time.Second,
+	}
+}
+
+// tick is the hub manager's clock: idleness and head checks count in it.
+const tick = time.Second
+
+// Server is a running Edgehub.
+type Server struct {
+	cfg       Config
+	log       *backlog.SQLite
+	committer *backlog.Committer
+	system    *actor.ActorSystem
+	hubs      *actors.Manager
+	api       *httpapi.Server
+	http      *http.Server
+	logger    *slog.Logger
+	ready     atomic.Bool
+}
+
+// Hooks let in-process tests hold requests inside race windows.
+type Hooks struct {
+	HTTP          httpapi.Hooks
+	HubBeforeIdle func(key string)
+	ManagerOnIdle func(key string)
+	// ManualTicks stops the manager's clock; the test calls Tick.
+	ManualTicks bool
+}
+
+// New opens the backlog and starts the actors; Serve starts answering.
+func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Server, error) {
+	if cfg.Dev {
+		if err := checkLoopback(cfg.Addr); err != nil {
+			return nil, err
+		}
+	}
+	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger)
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	s := &Server{cfg: cfg, log: log, logger: logger}
+	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Observe: func(d time.Duration, n int) {
+		m.CommitSeconds.Observe(d.Seconds())
+		m.CommitEvents.Observe(float64(n))
+	}})
+	actorLogger := logger.With("component", "actors")
+	s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
+	hubOpts := &hub.Options{
+		Log: log, Committer: s.committer, Root: s.system.Root, Logger: logger,
+		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: 10, BeforeIdle: hooks.HubBeforeIdle,
+	}
+	interval := tick
+	if hooks.ManualTicks {
+		interval = 0
+	}
+	s.hubs, err = actors.NewManager(s.system, "hubs", func(key string) *actor.Props {
+		tenant, topic, _ := strings.Cut(key, "/")
+		return hub.Props(tenant, topic, hubOpts)
+	}, actors.Options{
+		TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
+		OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
+	})
+	if err != nil {
+		s.committer.Close()
+		log.Close()
+		return nil, fmt.Errorf("start hub manager: %w", err)
+	}
+	s.api = httpapi.New(httpapi.Config{
+		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
+		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer,
+	}, httpapi.Deps{
+		Log: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		Ready: s.ready.Load,
+	}, hooks.HTTP)
+	s.http = &http.Server{
+		Handler:           s.api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	s.http.RegisterOnShutdown(s.api.EndStreams)
+	s.ready.Store(true)
+	return s, nil
+}
+
+// Handler is the HTTP handler, for tests that serve it themselves.
+func (s *Server) Handler() http.Handler { return s.api.Handler() }
+
+// Tick advances the hub manager's clock by one tick (with ManualTicks).
+func (s *Server) Tick() { s.hubs.Tick() }
+
+// Serve answers on ln until Shutdown; it returns nil after a shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections, ends every stream after a whole
+// frame, waits for the publishes in flight to be committed and answered,
+// then stops the actors and closes the backlog.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	herr := s.http.Shutdown(ctx)
+	s.api.EndStreams()
+	s.hubs.Stop()
+	s.committer.Close()
+	s.system.Shutdown()
+	return errors.Join(herr, s.log.Close())
+}
+
+// checkLoopback refuses to run dev mode, which needs no credentials, on an
+// address that other machines can reach.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad --addr %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--dev needs no credentials, so it only listens on a loopback address, not %q", addr)
+}

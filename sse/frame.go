@@ -1,0 +1,53 @@
+// Package sse encodes the frames of an Edgehub stream. Each function returns
+// one whole frame, ending in the blank line that dispatches it, so a writer
+// that flushes whole frames never leaves a browser holding half of one.
+package sse
+
+import (
+	"strconv"
+	"time"
+
+	"edgehub/backlog"
+)
+
+// Ping is the heartbeat: a comment, which EventSource ignores but which
+// keeps proxies and the client's own idle timers from closing the stream.
+var Ping = []byte(": ping\n\n")
+
+// Open is the first frame of every stream: the reconnect hint and the hello
+// event with the topic's head at registration and the stream's position.
+func Open(retry time.Duration, head, position int64) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, "retry: "...)
+	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
+	b = append(b, "\nevent: hello\ndata: {\"head\":"...)
+	b = strconv.AppendInt(b, head, 10)
+	b = append(b, `,"position":`...)
+	b = strconv.AppendInt(b, position, 10)
+	return append(b, "}\n\n"...)
+}
+
+// AppendEvent appends the frame of one committed event. Its id is the
+// sequence number, which is what a browser sends back as Last-Event-ID.
+func AppendEvent(b []byte, e *backlog.Event) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, e.Type...)
+	b = append(b, "\ndata: "...)
+	b = e.AppendEnvelope(b)
+	return append(b, "\n\n"...)
+}
+
+// AppendGap appends the frame that tells a stream that events from..to were
+// removed by retention before it could read them. Its id is to, so a
+// reconnect resumes after the hole rather than asking for it again.
+func AppendGap(b []byte, from, to int64) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, to, 10)
+	b = append(b, "\nevent: gap\ndata: {\"from\":"...)
+	b = strconv.AppendInt(b, from, 10)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, to, 10)
+	return append(b, "}\n\n"...)
+}
