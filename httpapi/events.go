@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-
 )
 
 const (
@@ -65,4 +64,3 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 	}
 	writeJSON(w, http.StatusOK, ans)
 }
-

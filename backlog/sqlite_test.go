@@ -1,0 +1,176 @@
+package backlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+)
+
+func openTest(t *testing.T) *SQLite {
+	t.Helper()
+	l, err := OpenSQLite(context.Background(), t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func events(n int) []Event {
+	evs := make([]Event, n)
+	for i := range evs {
+		evs[i] = Event{Type: "message", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	return evs
+}
+
+func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	res, err := l.AppendBatch(ctx, []*Append{
+		{Tenant: "a", Topic: "x", Events: events(3)},
+		{Tenant: "a", Topic: "y", Events: events(1)},
+		{Tenant: "a", Topic: "x", Events: events(2), Batch: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int64{{1, 3}, {1, 1}, {4, 5}}
+	for i, r := range res {
+		if r.First != want[i][0] || r.Last != want[i][1] || len(r.Events) != int(r.Last-r.First+1) {
+			t.Errorf("request %d: got %d..%d (%d events), want %v", i, r.First, r.Last, len(r.Events), want[i])
+		}
+	}
+	if h, _ := l.Head(ctx, "a", "x"); h != 5 {
+		t.Errorf("head of x = %d, want 5", h)
+	}
+	p, err := l.Read(ctx, "a", "x", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range p.Events {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if len(p.Events) != 5 || p.Head != 5 {
+		t.Fatalf("read %d events, head %d", len(p.Events), p.Head)
+	}
+}
+
+func TestIdempotentRepeatInOneTransactionAppendsOnce(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	req := func(hash string) *Append {
+		return &Append{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte(hash)}
+	}
+	res, err := l.AppendBatch(ctx, []*Append{req("h"), req("h"), req("other")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Duplicate || res[0].First != 1 {
+		t.Errorf("first: %+v", res[0])
+	}
+	if !res[1].Duplicate || res[1].First != 1 || len(res[1].Events) != 0 {
+		t.Errorf("repeat: %+v", res[1])
+	}
+	if !errors.Is(res[2].Err, ErrKeyReused) {
+		t.Errorf("reuse: %+v", res[2])
+	}
+	// A later request with a new key continues at 2: neither the repeat
+	// nor the refusal consumed a number.
+	res, err = l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k2", IdemHash: []byte("h")}})
+	if err != nil || res[0].First != 2 {
+		t.Fatalf("next: %+v %v", res, err)
+	}
+}
+
+func TestReadPagesAfterPosition(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: events(25)}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for after := int64(0); ; {
+		p, err := l.Read(ctx, "a", "x", after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Events) == 0 {
+			break
+		}
+		for _, e := range p.Events {
+			got = append(got, e.Seq)
+		}
+		after = p.Events[len(p.Events)-1].Seq
+	}
+	if len(got) != 25 || got[0] != 1 || got[24] != 25 {
+		t.Fatalf("paged read got %v", got)
+	}
+	p, _ := l.Read(ctx, "a", "nothing", 0, 10)
+	if p.Head != 0 || len(p.Events) != 0 {
+		t.Fatalf("unknown topic: %+v", p)
+	}
+}
+
+// gatedLog holds the first commit until released, so the test knows that
+// every later request queued while a commit was running.
+type gatedLog struct {
+	*SQLite
+	entered, release chan struct{}
+	once             sync.Once
+	mu               sync.Mutex
+	sizes            []int
+}
+
+func (g *gatedLog) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	g.mu.Lock()
+	g.sizes = append(g.sizes, len(reqs))
+	g.mu.Unlock()
+	return g.SQLite.AppendBatch(ctx, reqs)
+}
+
+func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
+	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	c := NewCommitter(g, CommitterOptions{})
+	results := make(chan Result, 51)
+	done := func(r Result, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		results <- r
+	}
+	c.Submit(&Append{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	<-g.entered
+	for i := 0; i < 50; i++ {
+		c.Submit(&Append{Tenant: "a", Topic: fmt.Sprintf("t%d", i%3), Events: events(2)}, done)
+	}
+	close(g.release)
+	c.Close()
+	if len(results) != 51 {
+		t.Fatalf("%d of 51 requests answered", len(results))
+	}
+	if len(g.sizes) != 2 || g.sizes[0] != 1 || g.sizes[1] != 50 {
+		t.Fatalf("transactions held %v requests, want [1 50]", g.sizes)
+	}
+}
+
+func TestCommitterAfterCloseRefuses(t *testing.T) {
+	c := NewCommitter(openTest(t), CommitterOptions{})
+	c.Close()
+	var got error
+	c.Submit(&Append{Tenant: "a", Topic: "x", Events: events(1)}, func(_ Result, err error) { got = err })
+	if !errors.Is(got, ErrClosed) {
+		t.Fatalf("submit after close: %v", got)
+	}
+}

@@ -1,0 +1,133 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"edgehub/client"
+	"edgehub/httpapi"
+	"edgehub/server"
+)
+
+const wait = 10 * time.Second
+
+func startServer(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) string {
+	t.Helper()
+	cfg := server.Defaults()
+	cfg.Dev, cfg.Data = true, t.TempDir()
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		srv.Shutdown(context.Background()) //nolint:errcheck // test teardown
+	})
+	return ts.URL
+}
+
+func publish(t *testing.T, base, topic, body string) int64 {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/tenants/t/topics/"+topic+"/notify", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ans struct{ Seq int64 }
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("publish: %d %v", resp.StatusCode, err)
+	}
+	return ans.Seq
+}
+
+// frames reads a stream's frames into a channel.
+func frames(t *testing.T, body io.Reader) <-chan client.Frame {
+	c := make(chan client.Frame, 1024)
+	go func() {
+		defer close(c)
+		d := client.NewDecoder(body)
+		for {
+			f, err := d.Next()
+			if err != nil {
+				return
+			}
+			c <- f
+		}
+	}()
+	return c
+}
+
+func next(t *testing.T, c <-chan client.Frame) client.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-c:
+		if !ok {
+			t.Fatal("stream ended")
+		}
+		return f
+	case <-time.After(wait):
+		t.Fatal("no frame")
+		panic("unreachable")
+	}
+}
+
+// The handler is held after its stream is registered and before the first
+// byte goes out; an event published then must reach the stream. A stream
+// registered only at its first flush, or registered at a head read before
+// the publish committed but not put in the live set, would miss it.
+func TestEventPublishedBetweenRegistrationAndFirstFlushArrives(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	base := startServer(t, server.Hooks{HTTP: httpapiHooks(func() {
+		close(inside)
+		<-release
+	})}, nil)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(base + "/v1/tenants/t/topics/x/watch")
+		got <- result{resp, err}
+	}()
+	<-inside
+	seq := publish(t, base, "x", `{"while":"held"}`)
+	close(release)
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.resp.Body.Close()
+	fc := frames(t, r.resp.Body)
+	hello := next(t, fc)
+	if hello.Event != "hello" || hello.Data != `{"head":0,"position":0}` {
+		t.Fatalf("hello: %+v", hello)
+	}
+	ev := next(t, fc)
+	if ev.ID != fmt.Sprint(seq) || !strings.Contains(ev.Data, `"data":{"while":"held"}`) {
+		t.Fatalf("event: %+v", ev)
+	}
+}
+
+func httpapiHooks(afterRegister func()) httpapi.Hooks {
+	once := false
+	return httpapi.Hooks{AfterRegister: func(string, string) {
+		if !once {
+			once = true
+			afterRegister()
+		}
+	}}
+}

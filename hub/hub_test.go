@@ -1,0 +1,260 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"edgehub/actors"
+	"edgehub/backlog"
+	"edgehub/hub"
+)
+
+// wait bounds how long a test waits for an answer that must come; reaching
+// it is a failure (a lost message), not a timing measurement.
+const wait = 10 * time.Second
+
+type harness struct {
+	t    *testing.T
+	log  *backlog.SQLite
+	sys  *actor.ActorSystem
+	hubs *actors.Manager
+	// beforeIdle and onIdle are swapped in by tests to hold the hub or the
+	// manager inside the passivation window.
+	beforeIdle atomic.Pointer[func()]
+	onIdle     atomic.Pointer[func()]
+	count      atomic.Int64
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := backlog.OpenSQLite(context.Background(), t.TempDir(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, log: l}
+	c := backlog.NewCommitter(l, backlog.CommitterOptions{})
+	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	opts := &hub.Options{
+		Log: l, Committer: c, Root: h.sys.Root, Logger: logger, IdleTicks: 1,
+		BeforeIdle: func(string) {
+			if f := h.beforeIdle.Load(); f != nil {
+				(*f)()
+			}
+		},
+	}
+	h.hubs, err = actors.NewManager(h.sys, "hubs", func(key string) *actor.Props {
+		tenant, topic, _ := strings.Cut(key, "/")
+		return hub.Props(tenant, topic, opts)
+	}, actors.Options{
+		OnIdle: func(string) {
+			if f := h.onIdle.Load(); f != nil {
+				(*f)()
+			}
+		},
+		OnCount: func(n int) { h.count.Store(int64(n)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.hubs.Stop()
+		c.Close()
+		h.sys.Shutdown()
+		l.Close()
+	})
+	return h
+}
+
+func (h *harness) sendPublish(data string) chan hub.PublishReply {
+	reply := make(chan hub.PublishReply, 1)
+	h.hubs.Send(hub.Key("t", "x"), &hub.Publish{
+		Req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []backlog.Event{{Type: "message", Data: json.RawMessage(data)}}},
+		Reply: reply,
+	})
+	return reply
+}
+
+func (h *harness) sendWatch(st *hub.Stream) chan hub.Joined {
+	reply := make(chan hub.Joined, 1)
+	h.hubs.Send(hub.Key("t", "x"), &hub.Watch{Stream: st, FromNow: true, Reply: reply})
+	return reply
+}
+
+func recv[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(wait):
+		t.Fatalf("no answer to %s", what)
+		panic("unreachable")
+	}
+}
+
+func (h *harness) publish(data string) int64 {
+	h.t.Helper()
+	r := recv(h.t, h.sendPublish(data), "publish")
+	if r.Err != nil || r.Result.Err != nil {
+		h.t.Fatalf("publish: %v %v", r.Err, r.Result.Err)
+	}
+	return r.Result.First
+}
+
+// expectLive checks that a registered stream is in the live set of the hub
+// that now serves the topic: every event after its position, through the
+// next publish, is pushed into its queue in order.
+func (h *harness) expectLive(st *hub.Stream, j hub.Joined) {
+	h.t.Helper()
+	seq := h.publish(`"after"`)
+	next := j.Position + 1
+	for next <= seq {
+		recv(h.t, st.Ready(), "an event on the stream")
+		items, demoted, ended := st.Take()
+		if demoted || ended {
+			h.t.Fatalf("stream demoted %v, ended %v", demoted, ended)
+		}
+		for _, it := range items {
+			if it.Event.Seq != next {
+				h.t.Fatalf("stream got seq %d, want %d", it.Event.Seq, next)
+			}
+			next++
+		}
+	}
+}
+
+// holdIn installs a hook that blocks until released, and returns a channel
+// that says the hook is holding and the release function.
+func holdIn(p *atomic.Pointer[func()]) (<-chan struct{}, func()) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	f := func() {
+		close(inside)
+		<-release
+	}
+	p.Store(&f)
+	return inside, func() {
+		var none func()
+		p.Store(&none)
+		close(release)
+	}
+}
+
+// The hub has decided it is idle and is about to say so; a publish and a
+// watch reach the manager first. The manager must see that its count of
+// routed messages is ahead of the hub's report and keep the hub.
+func TestPublishAndWatchRacingIdleReportAreServed(t *testing.T) {
+	h := newHarness(t)
+	h.publish(`"first"`)
+	inside, release := holdIn(&h.beforeIdle)
+	h.hubs.Tick()
+	<-inside
+	pub := h.sendPublish(`"racing"`)
+	st := hub.NewStream(1 << 20)
+	watch := h.sendWatch(st)
+	release()
+	if r := recv(t, pub, "racing publish"); r.Err != nil || r.Result.First != 2 {
+		t.Fatalf("racing publish: %+v", r)
+	}
+	j := recv(t, watch, "racing watch")
+	if j.Err != nil {
+		t.Fatal(j.Err)
+	}
+	h.expectLive(st, j)
+}
+
+// The manager holds the hub's idle report; a publish and a watch queue
+// behind it. The manager passivates the hub, and both go to a new
+// incarnation that loads the head from the log.
+func TestPublishAndWatchRacingPassivationAreServed(t *testing.T) {
+	h := newHarness(t)
+	h.publish(`"first"`)
+	inside, release := holdIn(&h.onIdle)
+	h.hubs.Tick()
+	<-inside
+	pub := h.sendPublish(`"racing"`)
+	st := hub.NewStream(1 << 20)
+	watch := h.sendWatch(st)
+	release()
+	if r := recv(t, pub, "racing publish"); r.Err != nil || r.Result.First != 2 {
+		t.Fatalf("racing publish: %+v", r)
+	}
+	j := recv(t, watch, "racing watch")
+	if j.Err != nil {
+		t.Fatal(j.Err)
+	}
+	h.expectLive(st, j)
+}
+
+// An idle hub with nothing in flight is passivated, and the next message
+// starts it again at the head the log holds.
+func TestIdleHubIsPassivatedAndRestartsAtHead(t *testing.T) {
+	h := newHarness(t)
+	h.publish(`1`)
+	h.publish(`2`)
+	passivated := make(chan struct{})
+	f := func() { close(passivated) }
+	h.onIdle.Store(&f)
+	h.hubs.Tick()
+	<-passivated
+	var none func()
+	h.onIdle.Store(&none)
+	deadline := time.Now().Add(wait)
+	for h.count.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("hub not passivated")
+		}
+		time.Sleep(time.Millisecond) // polling the gauge the manager sets
+	}
+	if seq := h.publish(`3`); seq != 3 {
+		t.Fatalf("after restart publish got seq %d, want 3", seq)
+	}
+}
+
+// A live stream whose queue is full is demoted, never blocks the hub, and
+// other live streams keep getting every event.
+func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
+	h := newHarness(t)
+	slow, fast := hub.NewStream(64), hub.NewStream(1<<20)
+	js := recv(t, h.sendWatch(slow), "watch slow")
+	jf := recv(t, h.sendWatch(fast), "watch fast")
+	if js.Position != 0 || jf.Position != 0 {
+		t.Fatalf("positions %d %d", js.Position, jf.Position)
+	}
+	for i := 0; i < 20; i++ {
+		h.publish(`"0123456789012345678901234567890123456789"`)
+	}
+	var got []int64
+	for len(got) < 20 {
+		recv(t, fast.Ready(), "fast stream")
+		items, demoted, _ := fast.Take()
+		if demoted {
+			t.Fatal("fast stream demoted")
+		}
+		for _, it := range items {
+			got = append(got, it.Event.Seq)
+		}
+	}
+	for i, s := range got {
+		if s != int64(i+1) {
+			t.Fatalf("fast stream got %v", got)
+		}
+	}
+	items, demoted, _ := slow.Take()
+	if !demoted || len(items) == 0 || items[0].Event.Seq != 1 {
+		t.Fatalf("slow stream: %d items, demoted %v", len(items), demoted)
+	}
+	// Asking to go live behind the head is refused: there is more to read.
+	live := make(chan bool, 1)
+	h.sys.Root.Send(js.Hub, &hub.GoLive{Stream: slow, Position: items[len(items)-1].Event.Seq, Reply: live})
+	if recv(t, live, "go live") {
+		t.Fatal("hub took a stream live behind its head")
+	}
+}
