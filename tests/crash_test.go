@@ -1,0 +1,117 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+
+	"edgehub/client"
+)
+
+// kill -9 while eight publishers run: after a restart on the same data,
+// every answered event is there with its data, sequence numbers are
+// contiguous, and the next publish continues at head+1.
+func TestKill9WhilePublishingLosesNoAnsweredEvent(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir)
+	const publishers, killAfter = 8, 1500
+	var mu sync.Mutex
+	answered := map[int64]string{}
+	killed := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	c := &client.Client{Server: p.base}
+	for w := 0; w < publishers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				body := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				ans, err := c.Publish(context.Background(), "acme", "crash", []byte(body), client.PublishOptions{})
+				if err != nil {
+					select {
+					case <-killed:
+						return // the server is gone: this publish was never answered
+					default:
+						t.Errorf("publish before the kill: %v", err)
+						return
+					}
+				}
+				var a struct{ Seq int64 }
+				json.Unmarshal(ans, &a) //nolint:errcheck // a zero seq fails below
+				mu.Lock()
+				answered[a.Seq] = body
+				n := len(answered)
+				mu.Unlock()
+				if n >= killAfter {
+					once.Do(func() {
+						close(killed)
+						p.kill9()
+					})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	p2 := start(t, dir)
+	events, head := p2.readAll(t, "crash")
+	if int64(len(events)) != head {
+		t.Fatalf("%d events stored, head %d", len(events), head)
+	}
+	for i, e := range events {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("hole: position %d holds seq %d", i, e.Seq)
+		}
+	}
+	for seq, body := range answered {
+		if seq < 1 || seq > head {
+			t.Fatalf("answered seq %d is not stored (head %d)", seq, head)
+		}
+		if got := string(events[seq-1].Data); got != body {
+			t.Fatalf("seq %d: stored %s, answered %s", seq, got, body)
+		}
+	}
+	if seq := p2.publish(t, "crash", `"after restart"`); seq != head+1 {
+		t.Fatalf("next publish got %d, want %d", seq, head+1)
+	}
+	t.Logf("%d answered before kill -9, %d stored", len(answered), head)
+}
+
+// SIGTERM ends open streams with a whole last frame and a clean end of the
+// body, answers what was accepted and exits 0; the events stay.
+func TestSigtermEndsStreamsCleanlyAndExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir)
+	s := p.watch(t, "term", "", nil)
+	s.hello(t)
+	seq := p.publish(t, "term", `"before"`)
+	if e := s.event(t); e.Seq != seq {
+		t.Fatalf("got %d", e.Seq)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit
+	<-p.exited
+	if p.err != nil {
+		t.Fatalf("exit after SIGTERM: %v", p.err)
+	}
+	for f := range s.frames {
+		t.Fatalf("unexpected frame after shutdown: %+v", f)
+	}
+	if s.err != io.EOF {
+		t.Fatalf("stream ended with %v, want a clean end of body", s.err)
+	}
+	p2 := start(t, dir)
+	if events, head := p2.readAll(t, "term"); head != 1 || len(events) != 1 {
+		t.Fatalf("after restart: head %d, %d events", head, len(events))
+	}
+	resp, err := http.Get(p2.base + "/readyz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}

@@ -1,0 +1,275 @@
+// Package tests holds black-box tests: each starts the real edgehub binary
+// on loopback with its own data directory and talks to it over HTTP only.
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"edgehub/client"
+)
+
+// wait bounds how long a test waits for something that must happen; it is
+// a hang guard, not a timing assertion.
+const wait = 30 * time.Second
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edgehub-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "edgehub")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/edgehub")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build edgehub:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one running edgehub serve.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string
+	data   string
+	mu     sync.Mutex
+	log    bytes.Buffer
+	exited chan struct{}
+	err    error
+}
+
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// start runs edgehub serve --dev on a free loopback port with data in dir.
+func start(t *testing.T, dir string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, data: dir, exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", dir}, args...)...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill() //nolint:errcheck // may have exited
+		<-p.exited
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.logText())
+		}
+	})
+	select {
+	case a := <-addr:
+		p.base = "http://" + a
+	case <-p.exited:
+		t.Fatalf("server exited: %v\n%s", p.err, p.logText())
+	case <-time.After(wait):
+		t.Fatalf("server did not start:\n%s", p.logText())
+	}
+	return p
+}
+
+func (p *proc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *proc) kill9() {
+	p.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // checked by exited
+	<-p.exited
+}
+
+func (p *proc) client() *client.Client {
+	return &client.Client{Server: p.base}
+}
+
+func (p *proc) topicURL(topic, route string) string {
+	return p.base + "/v1/tenants/acme/topics/" + topic + "/" + route
+}
+
+// publish posts one JSON body and returns its sequence number.
+func (p *proc) publish(t *testing.T, topic, body string) int64 {
+	t.Helper()
+	ans, err := p.client().Publish(context.Background(), "acme", topic, []byte(body), client.PublishOptions{})
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	var a struct{ Seq int64 }
+	if err := json.Unmarshal(ans, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a.Seq
+}
+
+// publishBatch posts n events as NDJSON, each {"i": from+k} padded to pad
+// bytes.
+func (p *proc) publishBatch(t *testing.T, topic string, from, n, pad int) {
+	t.Helper()
+	var b strings.Builder
+	filler := strings.Repeat("x", pad)
+	for k := 0; k < n; k++ {
+		fmt.Fprintf(&b, "{\"i\":%d,\"pad\":%q}\n", from+k, filler)
+	}
+	if _, err := p.client().Publish(context.Background(), "acme", topic, []byte(b.String()), client.PublishOptions{Batch: true}); err != nil {
+		t.Fatalf("publish batch: %v", err)
+	}
+}
+
+type readAnswer struct {
+	Events    []envelope `json:"events"`
+	Head      int64      `json:"head"`
+	NextAfter int64      `json:"next_after"`
+}
+
+type envelope struct {
+	Seq  int64           `json:"seq"`
+	Type string          `json:"type"`
+	Time string          `json:"time"`
+	Data json.RawMessage `json:"data"`
+}
+
+// readAll pages through the read API from after=0.
+func (p *proc) readAll(t *testing.T, topic string) ([]envelope, int64) {
+	t.Helper()
+	var all []envelope
+	after, head := int64(0), int64(0)
+	for {
+		resp, err := http.Get(fmt.Sprintf("%s?after=%d&limit=1000", p.topicURL(topic, "events"), after))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a readAnswer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = a.Head
+		if len(a.Events) == 0 {
+			return all, head
+		}
+		all = append(all, a.Events...)
+		after = a.NextAfter
+	}
+}
+
+// stream is an open watch with its frames arriving on a channel.
+type stream struct {
+	resp   *http.Response
+	frames chan client.Frame
+	err    error
+}
+
+// watch opens a stream; headers are set on the request as given.
+func (p *proc) watch(t *testing.T, topic, query string, header map[string]string) *stream {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.topicURL(topic, "watch")+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("watch: %d %s", resp.StatusCode, b)
+	}
+	s := &stream{resp: resp, frames: make(chan client.Frame, 4096)}
+	go func() {
+		defer close(s.frames)
+		d := client.NewDecoder(resp.Body)
+		for {
+			f, err := d.Next()
+			if err != nil {
+				s.err = err
+				return
+			}
+			s.frames <- f
+		}
+	}()
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *stream) close() { s.resp.Body.Close() }
+
+func (s *stream) next(t *testing.T) client.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		if !ok {
+			t.Fatalf("stream ended: %v", s.err)
+		}
+		return f
+	case <-time.After(wait):
+		t.Fatal("no frame arrived")
+		panic("unreachable")
+	}
+}
+
+// hello reads the hello frame and returns its head and position.
+func (s *stream) hello(t *testing.T) (head, position int64) {
+	t.Helper()
+	f := s.next(t)
+	var h struct{ Head, Position int64 }
+	if f.Event != "hello" || json.Unmarshal([]byte(f.Data), &h) != nil {
+		t.Fatalf("want hello, got %+v", f)
+	}
+	return h.Head, h.Position
+}
+
+// event reads the next frame, which must be an event, and decodes it.
+func (s *stream) event(t *testing.T) envelope {
+	t.Helper()
+	f := s.next(t)
+	var e envelope
+	if err := json.Unmarshal([]byte(f.Data), &e); err != nil || f.Event == "gap" || f.ID != fmt.Sprint(e.Seq) {
+		t.Fatalf("want an event frame, got %+v (%v)", f, err)
+	}
+	return e
+}
