@@ -111,4 +111,3 @@ func metric(t *testing.T, p *proc, name string) float64 {
 	}
 	return v
 }
-
