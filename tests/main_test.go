@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "edgehub")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/edgehub")
+	build := exec.Command("go", append(append([]string{"build"}, raceFlags...), "-o", binary, "../cmd/edgehub")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build edgehub:", err)

@@ -1,0 +1,47 @@
+package sse_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"edgehub/backlog"
+	"edgehub/client"
+	"edgehub/sse"
+)
+
+// Frames written by the encoder read back, through a parser that follows
+// the WHATWG rules, as exactly the events that went in.
+func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
+	ev := backlog.Event{Seq: 42, Type: "order.created", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+		Key: "k", Op: backlog.OpUpsert, Data: json.RawMessage(`{"text":"line\nbreak \u2028 \"quoted\""}`)}
+	var b []byte
+	b = append(b, sse.Open(2*time.Second, 41, 40)...)
+	b = sse.AppendEvent(b, &ev)
+	b = append(b, sse.Ping...)
+	b = sse.AppendGap(b, 43, 50)
+	d := client.NewDecoder(bytes.NewReader(b))
+	want := []client.Frame{
+		{Event: "hello", Data: `{"head":41,"position":40}`},
+		{ID: "42", IDSet: true, Event: "order.created",
+			Data: `{"seq":42,"type":"order.created","time":"2026-01-02T03:04:05.000000006Z","key":"k","op":"upsert","data":{"text":"line\nbreak \u2028 \"quoted\""}}`},
+		{ID: "50", IDSet: true, Event: "gap", Data: `{"from":43,"to":50}`},
+	}
+	for i, w := range want {
+		f, err := d.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if f != w {
+			t.Errorf("frame %d:\n got %+v\nwant %+v", i, f, w)
+		}
+	}
+	if d.Retry != 2000 {
+		t.Errorf("retry %d", d.Retry)
+	}
+	var env map[string]any
+	if err := json.Unmarshal([]byte(want[1].Data), &env); err != nil {
+		t.Fatalf("envelope is not JSON: %v", err)
+	}
+}
