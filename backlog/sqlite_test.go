@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func openTest(t *testing.T) *SQLite {
+func openTest(t testing.TB) *SQLite {
 	t.Helper()
 	l, err := OpenSQLite(context.Background(), t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
