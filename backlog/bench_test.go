@@ -56,4 +56,3 @@ func BenchmarkReadPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
 }
-
