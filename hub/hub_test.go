@@ -45,6 +45,7 @@ func newHarness(t *testing.T) *harness {
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	opts := &hub.Options{
 		Log: l, Committer: c, Root: h.sys.Root, Logger: logger, IdleTicks: 1,
+		CheckTicks: 1,
 		BeforeIdle: func(string) {
 			if f := h.beforeIdle.Load(); f != nil {
 				(*f)()
@@ -257,4 +258,34 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 	if recv(t, live, "go live") {
 		t.Fatal("hub took a stream live behind its head")
 	}
+}
+
+// A commit that the hub never heard of (in a scale-out setup, another
+// process's) is caught by the periodic head check: live streams are sent
+// back to the backlog, where the missing events are.
+func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
+	h := newHarness(t)
+	st := hub.NewStream(1 << 20)
+	j := recv(t, h.sendWatch(st), "watch")
+	if _, err := h.log.AppendBatch(context.Background(), []*backlog.Append{{Tenant: "t", Topic: "x",
+		Events: []backlog.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+		h.hubs.Tick()
+		select {
+		case <-st.Ready():
+			if _, demoted, _ := st.Take(); !demoted {
+				t.Fatal("stream signalled but not demoted")
+			}
+			live := make(chan bool, 1)
+			h.sys.Root.Send(j.Hub, &hub.GoLive{Stream: st, Position: 0, Reply: live})
+			if recv(t, live, "go live") {
+				t.Fatal("hub took the stream live at 0 with head 1")
+			}
+			return
+		case <-time.After(10 * time.Millisecond): // tick again: the check runs every CheckTicks ticks
+		}
+	}
+	t.Fatal("the head check never sent the stream back to the backlog")
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"edgehub/client"
 )
@@ -197,5 +198,72 @@ func TestConcurrentPublishesWithOneKeyMakeOneEvent(t *testing.T) {
 				t.Fatalf("reuse: %v", err)
 			}
 		}
+	}
+}
+
+// A position beyond the head is allowed: delivery starts when the topic
+// gets there.
+func TestPositionBeyondHeadWaitsForTheTopic(t *testing.T) {
+	p := start(t, t.TempDir())
+	p.publishBatch(t, "ahead", 0, 2, 0)
+	s := p.watch(t, "ahead", "?after=5", nil)
+	if head, pos := s.hello(t); head != 2 || pos != 5 {
+		t.Fatalf("hello head %d position %d", head, pos)
+	}
+	p.publishBatch(t, "ahead", 2, 4, 0)
+	if e := s.event(t); e.Seq != 6 {
+		t.Fatalf("first event %d, want 6", e.Seq)
+	}
+}
+
+// A silent stream gets heartbeat comments, and a stream whose client goes
+// away is unregistered: the open-streams gauge goes back to zero.
+func TestHeartbeatsAndCleanupWhenClientLeaves(t *testing.T) {
+	p := start(t, t.TempDir(), "--heartbeat", "50ms")
+	resp, err := http.Get(p.topicURL("quiet", "watch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pings := make(chan string, 16)
+	d := client.NewDecoder(resp.Body)
+	d.Comment = func(c string) {
+		select {
+		case pings <- c:
+		default:
+		}
+	}
+	go func() {
+		for {
+			if _, err := d.Next(); err != nil {
+				return // the body was closed
+			}
+		}
+	}()
+	select {
+	case c := <-pings:
+		if c != "ping" {
+			t.Fatalf("comment %q", c)
+		}
+	case <-time.After(wait):
+		t.Fatal("no heartbeat")
+	}
+	others := make([]*stream, 4)
+	for i := range others {
+		others[i] = p.watch(t, "quiet", "", nil)
+		others[i].hello(t)
+	}
+	if n := metric(t, p, "edgehub_streams_open"); n != 5 {
+		t.Fatalf("%v streams open, want 5", n)
+	}
+	resp.Body.Close()
+	for _, s := range others {
+		s.close()
+	}
+	deadline := time.Now().Add(wait)
+	for metric(t, p, "edgehub_streams_open") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("streams were not cleaned up after their clients left")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the gauge until the server notices
 	}
 }
