@@ -2,6 +2,7 @@ package backlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 )
 
@@ -42,6 +43,19 @@ type Page struct {
 	Trimmed int64
 }
 
+// State is a topic's keyed state as of sequence Seq: the latest data of
+// every key not deleted since, in key order.
+type State struct {
+	Seq  int64
+	Keys []KeyData
+}
+
+// KeyData is one key of a State.
+type KeyData struct {
+	Key  string
+	Data json.RawMessage
+}
+
 // Log is the durable, per-topic numbered event log.
 type Log interface {
 	// AppendBatch commits every request in one transaction, numbering each
@@ -50,8 +64,13 @@ type Log interface {
 	// request, or an error for the whole batch (nothing committed).
 	AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error)
 	// Read returns up to limit events with seq > after, in order, with the
-	// head and trim point read in the same transaction.
+	// head and trim point read in the same transaction. A page may stop
+	// short of limit when its data is large: only an empty page, or a
+	// page that reaches the head, says there is no more.
 	Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error)
+	// State returns the topic's state and the head it folds, read in one
+	// transaction.
+	State(ctx context.Context, tenant, topic string) (State, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

@@ -114,8 +114,10 @@ func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, li
 	if err != nil {
 		return p, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
 	}
+	// Rows at or below the trim point may still exist until they are
+	// purged; readers never see them.
 	rows, err := tx.QueryContext(ctx, `SELECT seq, type, time, key, op, data FROM events
-		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, after, limit)
+		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`, id, max(after, p.Trimmed), limit)
 	if err != nil {
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
 	}
@@ -189,6 +191,7 @@ type appender struct {
 	topics                      map[[2]string]*topicState
 	insert, getIdem, putIdem    *sql.Stmt
 	getTopic, newTopic, setHead *sql.Stmt
+	upsertKey, deleteKey        *sql.Stmt
 }
 
 func (a *appender) prepare() error {
@@ -202,6 +205,9 @@ func (a *appender) prepare() error {
 		{&a.getTopic, `SELECT id, head FROM topics WHERE tenant = ? AND topic = ?`},
 		{&a.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
 		{&a.setHead, `UPDATE topics SET head = ? WHERE id = ?`},
+		{&a.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
+			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
+		{&a.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
 	} {
 		stmt, err := a.tx.PrepareContext(a.ctx, p.sql)
 		if err != nil {
@@ -213,7 +219,7 @@ func (a *appender) prepare() error {
 }
 
 func (a *appender) close() {
-	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getTopic, a.newTopic, a.setHead} {
+	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getTopic, a.newTopic, a.setHead, a.upsertKey, a.deleteKey} {
 		if s != nil {
 			s.Close()
 		}
@@ -235,6 +241,18 @@ func (a *appender) topic(tenant, topic string) (*topicState, error) {
 	}
 	a.topics[key] = t
 	return t, nil
+}
+
+// fold applies a keyed event to the topic's state, in the same transaction.
+func (a *appender) fold(topicID int64, e *Event) error {
+	var err error
+	switch e.Op {
+	case OpUpsert:
+		_, err = a.upsertKey.ExecContext(a.ctx, topicID, e.Key, e.Seq, []byte(e.Data))
+	case OpDelete:
+		_, err = a.deleteKey.ExecContext(a.ctx, topicID, e.Key)
+	}
+	return err
 }
 
 func (a *appender) append(req *Append, now time.Time) (Result, error) {
@@ -263,6 +281,9 @@ func (a *appender) append(req *Append, now time.Time) (Result, error) {
 		e.Seq, e.Time = t.head, now
 		if _, err := a.insert.ExecContext(a.ctx, t.id, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
 			return Result{}, fmt.Errorf("insert event %d of %s/%s: %w", e.Seq, req.Tenant, req.Topic, err)
+		}
+		if err := a.fold(t.id, &e); err != nil {
+			return Result{}, fmt.Errorf("fold event %d of %s/%s into state: %w", e.Seq, req.Tenant, req.Topic, err)
 		}
 		r.Events[i] = e
 	}

@@ -49,6 +49,12 @@ type Hooks struct {
 	// AfterRegister runs after a watch is registered with its hub and
 	// before the first byte of its answer is written.
 	AfterRegister func(tenant, topic string)
+	// AfterSnapshot runs after a snapshot stream has read the state and
+	// before it registers with its hub.
+	AfterSnapshot func(tenant, topic string)
+	// BetweenPages runs after a catching-up stream has written a page and
+	// before it reads the next one.
+	BetweenPages func(tenant, topic string)
 }
 
 // Server serves the routes.
@@ -86,6 +92,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r.POST(topicPath+"/notify", s.topicRoute(s.notify))
 	r.GET(topicPath+"/watch", s.topicRoute(s.watch))
 	r.GET(topicPath+"/events", s.topicRoute(s.events))
+	r.GET(topicPath+"/state", s.topicRoute(s.state))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

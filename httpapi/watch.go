@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"edgehub/backlog"
 	"edgehub/hub"
 	"edgehub/sse"
 )
@@ -39,6 +40,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	if aerr := s.authorize(r, tenant); aerr != nil {
 		writeError(w, aerr)
 		return
+	}
+	// A snapshot stream starts exactly at the sequence its state folds: the
+	// state and its sequence come from one read transaction, and the stream
+	// registers at that position, catching up if the hub is already past
+	// it. A stream with a position has the state already and gets none.
+	var snap *backlog.State
+	if v := r.URL.Query().Get("snapshot"); fromNow && (v == "1" || v == "true") {
+		st, err := s.deps.Log.State(r.Context(), tenant, topic)
+		if err != nil {
+			s.deps.Logger.Error("read state", "tenant", tenant, "topic", topic, "err", err)
+			writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's state could not be read"))
+			return
+		}
+		snap, after, fromNow = &st, st.Seq, false
+		if s.hooks.AfterSnapshot != nil {
+			s.hooks.AfterSnapshot(tenant, topic)
+		}
 	}
 
 	st := hub.NewStream(s.cfg.StreamBuffer)
@@ -78,7 +96,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	}
 	p.heartbeat = time.NewTimer(s.cfg.Heartbeat)
 	defer p.heartbeat.Stop()
-	p.buf = sse.Open(s.cfg.Retry, joined.Head, joined.Position)
+	// The hub's head may trail a snapshot read: the commit notice can be on
+	// its way. Hello never reports a head below what the stream has seen.
+	head := joined.Head
+	if snap != nil {
+		head = max(head, snap.Seq)
+	}
+	p.buf = sse.Open(s.cfg.Retry, head, joined.Position)
+	if snap != nil {
+		p.buf = sse.AppendSnapshot(p.buf, snap)
+	}
 	if err := p.flush(); err != nil {
 		return
 	}
@@ -188,6 +215,9 @@ func (p *pump) catchUp(ctx context.Context) error {
 		}
 		if len(page.Events) < p.s.cfg.PageSize {
 			break
+		}
+		if p.s.hooks.BetweenPages != nil {
+			p.s.hooks.BetweenPages(p.tenant, p.topic)
 		}
 		select {
 		case <-p.s.ending:

@@ -20,6 +20,11 @@ import (
 const wait = 10 * time.Second
 
 func startServer(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) string {
+	_, url := startServerWith(t, hooks, tweak)
+	return url
+}
+
+func startServerWith(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) (*server.Server, string) {
 	t.Helper()
 	cfg := server.Defaults()
 	cfg.Dev, cfg.Data = true, t.TempDir()
@@ -36,7 +41,7 @@ func startServer(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) s
 		ts.Close()
 		srv.Shutdown(context.Background()) //nolint:errcheck // test teardown
 	})
-	return ts.URL
+	return srv, ts.URL
 }
 
 func publish(t *testing.T, base, topic, body string) int64 {

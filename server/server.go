@@ -38,6 +38,9 @@ type Config struct {
 	StreamBuffer    int
 	// IdleAfter is how long a topic's hub stays up with nothing to do.
 	IdleAfter time.Duration
+	// PageSize is how many events a catching-up stream reads at a time
+	// (default 1000); tests make it small to hold a stream between pages.
+	PageSize int
 }
 
 // Defaults are the command line's defaults, for callers that build a Config
@@ -65,6 +68,9 @@ type Server struct {
 	http      *http.Server
 	logger    *slog.Logger
 	ready     atomic.Bool
+
+	stopRetention context.CancelFunc
+	retained      chan struct{}
 }
 
 // Hooks let in-process tests hold requests inside race windows.
@@ -72,7 +78,8 @@ type Hooks struct {
 	HTTP          httpapi.Hooks
 	HubBeforeIdle func(key string)
 	ManagerOnIdle func(key string)
-	// ManualTicks stops the manager's clock; the test calls Tick.
+	// ManualTicks stops the manager's clock and the retention loop; the
+	// test calls Tick and RunRetention.
 	ManualTicks bool
 }
 
@@ -117,7 +124,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	}
 	s.api = httpapi.New(httpapi.Config{
 		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
-		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer,
+		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
 	}, httpapi.Deps{
 		Log: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
 		Ready: s.ready.Load,
@@ -131,6 +138,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	s.http.RegisterOnShutdown(s.api.EndStreams)
+	rctx, cancel := context.WithCancel(context.Background())
+	s.stopRetention, s.retained = cancel, make(chan struct{})
+	if hooks.ManualTicks {
+		close(s.retained)
+	} else {
+		go s.retain(rctx, time.Second)
+	}
 	s.ready.Store(true)
 	return s, nil
 }
@@ -158,6 +172,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.api.EndStreams()
 	s.hubs.Stop()
 	s.committer.Close()
+	s.stopRetention()
+	<-s.retained
 	s.system.Shutdown()
 	return errors.Join(herr, s.log.Close())
 }

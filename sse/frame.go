@@ -51,3 +51,13 @@ func AppendGap(b []byte, from, to int64) []byte {
 	b = strconv.AppendInt(b, to, 10)
 	return append(b, "}\n\n"...)
 }
+
+// AppendSnapshot appends the frame that gives a stream the topic's state
+// as of st.Seq; its id is that sequence, so a reconnect resumes after it.
+func AppendSnapshot(b []byte, st *backlog.State) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, st.Seq, 10)
+	b = append(b, "\nevent: snapshot\ndata: "...)
+	b = st.AppendJSON(b)
+	return append(b, "\n\n"...)
+}

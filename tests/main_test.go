@@ -165,6 +165,8 @@ type envelope struct {
 	Seq  int64           `json:"seq"`
 	Type string          `json:"type"`
 	Time string          `json:"time"`
+	Key  string          `json:"key"`
+	Op   string          `json:"op"`
 	Data json.RawMessage `json:"data"`
 }
 
