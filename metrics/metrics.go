@@ -22,6 +22,7 @@ type Metrics struct {
 	CommitSeconds   prometheus.Histogram
 	CommitEvents    prometheus.Histogram
 	HubsActive      prometheus.Gauge
+	Trimmed         prometheus.Counter
 }
 
 // New registers the series, with the Go runtime and process collectors.
@@ -54,9 +55,12 @@ func New() *Metrics {
 		HubsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgehub_hubs_active", Help: "Topic hub actors currently running.",
 		}),
+		Trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_retention_removed_total", Help: "Event rows removed by retention.",
+		}),
 	}
 	m.Registry.MustRegister(m.EventsPublished, m.Duplicates, m.StreamsOpen, m.Deliveries, m.Demotions,
-		m.CommitSeconds, m.CommitEvents, m.HubsActive,
+		m.CommitSeconds, m.CommitEvents, m.HubsActive, m.Trimmed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -31,7 +31,9 @@ func (s *Server) RunRetention(ctx context.Context, withAge bool) error {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := s.log.Purge(ctx); err != nil {
+	n, err := s.log.Purge(ctx)
+	s.metrics.Trimmed.Add(float64(n))
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -67,6 +67,7 @@ type Server struct {
 	api       *httpapi.Server
 	http      *http.Server
 	logger    *slog.Logger
+	metrics   *metrics.Metrics
 	ready     atomic.Bool
 
 	stopRetention context.CancelFunc
@@ -95,7 +96,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		return nil, err
 	}
 	m := metrics.New()
-	s := &Server{cfg: cfg, log: log, logger: logger}
+	s := &Server{cfg: cfg, log: log, logger: logger, metrics: m}
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitEvents.Observe(float64(n))

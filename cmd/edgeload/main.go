@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,7 +29,10 @@ import (
 
 func main() {
 	server := flag.String("server", "http://127.0.0.1:8080", "hub to measure (loopback only)")
-	only := flag.String("only", "", "comma-separated scenarios to run (default all): publish,batch,fanout,catchup,memory")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all but retention): publish,batch,fanout,catchup,memory,state,retention")
+	stateKeys := flag.Int("state-keys", 10000, "keys in the state scenario")
+	retainEvents := flag.Int("retention-total", 1000000, "events published in the retention scenario")
+	retainKeep := flag.Int("retention-keep", 100000, "the server's --retention-events, for the retention scenario")
 	watchers := flag.Int("watchers", 1000, "watchers in the fan-out and memory scenarios")
 	rate := flag.Int("rate", 100, "events per second in the fan-out scenario")
 	fanoutFor := flag.Duration("fanout-for", 10*time.Second, "how long the fan-out scenario publishes")
@@ -45,7 +49,12 @@ func main() {
 			MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
 		}},
 	}
-	want := func(name string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), name) }
+	want := func(name string) bool {
+		if *only == "" {
+			return name != "retention" // it needs a server started with matching --retention-events
+		}
+		return slices.Contains(strings.Split(*only, ","), name)
+	}
 	steps := []struct {
 		name string
 		run  func() error
@@ -60,6 +69,8 @@ func main() {
 		{"fanout", func() error { return l.fanout(*watchers, *rate, *fanoutFor) }},
 		{"catchup", func() error { return l.catchup(*catchupEvents) }},
 		{"memory", func() error { return l.memory(*watchers) }},
+		{"state", func() error { return l.state(*stateKeys) }},
+		{"retention", func() error { return l.retention(*retainEvents, *retainKeep) }},
 	}
 	for _, s := range steps {
 		if !want(s.name) {
@@ -284,18 +295,145 @@ func (l *load) memory(n int) error {
 	return nil
 }
 
-var rssLine = regexp.MustCompile(`(?m)^process_resident_memory_bytes (\S+)$`)
+// state upserts n distinct keys from 16 publishers, then times the state
+// read and a snapshot stream's first frames.
+func (l *load) state(n int) error {
+	topic := l.topic("state")
+	var next atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				body := fmt.Sprintf(`{"id":%d,"status":"shipped","note":"some state of key %d"}`, i, i)
+				if _, err := l.client().Publish(context.Background(), "bench", topic, []byte(body),
+					client.PublishOptions{Key: fmt.Sprintf("key-%d", i)}); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		return err
+	}
+	var reads, snaps []time.Duration
+	size := 0
+	for i := 0; i < 10; i++ {
+		t0 := time.Now()
+		resp, err := l.http.Get(l.base + "/v1/tenants/bench/topics/" + topic + "/state")
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		reads = append(reads, time.Since(t0))
+		size = len(b)
+		t0 = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = l.client().Watch(ctx, "bench", topic, client.WatchOptions{Snapshot: true}, func(f client.Frame) error {
+			if f.Event == "snapshot" {
+				return io.EOF
+			}
+			return nil
+		})
+		cancel()
+		if !errors.Is(err, io.EOF) {
+			return fmt.Errorf("snapshot stream: %w", err)
+		}
+		snaps = append(snaps, time.Since(t0))
+	}
+	fmt.Printf("state    %d keys (%d KiB): GET state %s; snapshot stream to its snapshot frame %s\n",
+		n, size/1024, percentiles(reads), percentiles(snaps))
+	return nil
+}
 
-func (l *load) rss() (float64, error) {
+// retention publishes total events in batches to a topic of a server that
+// keeps keep of them, while a probe publishes single events to another
+// topic; it reports how long trimming took and the probe's latency, whose
+// maximum shows any stall that trimming caused.
+func (l *load) retention(total, keep int) error {
+	topic := l.topic("retention")
+	stop := make(chan struct{})
+	var probe []time.Duration
+	var probeErr error
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			if _, err := l.client().Publish(context.Background(), "bench", l.topic("probe"), []byte(`1`), client.PublishOptions{}); err != nil {
+				probeErr = err
+				return
+			}
+			probe = append(probe, time.Since(t0))
+		}
+	}()
+	before, err := l.metric("edgehub_retention_removed_total")
+	if err != nil {
+		return err
+	}
+	const size = 1000
+	body := bytes.Repeat([]byte(`{"n":1,"text":"an event that retention will remove, about a hundred bytes."}`+"\n"), size)
+	start := time.Now()
+	for i := 0; i < total; i += size {
+		if _, err := l.client().Publish(context.Background(), "bench", topic, body, client.PublishOptions{Batch: true}); err != nil {
+			return err
+		}
+	}
+	published := time.Since(start)
+	want := float64(total - keep)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		removed, err := l.metric("edgehub_retention_removed_total")
+		if err != nil {
+			return err
+		}
+		if removed-before >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("retention removed %.0f of %.0f rows in 5 minutes", removed-before, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	trimmed := time.Since(start)
+	close(stop)
+	<-probed
+	if probeErr != nil {
+		return probeErr
+	}
+	fmt.Printf("retention %d events published in %v, trimmed to %d after %v; probe publish latency meanwhile %s\n",
+		total, published.Round(time.Millisecond), keep, trimmed.Round(time.Millisecond), percentiles(probe))
+	return nil
+}
+
+func (l *load) rss() (float64, error) { return l.metric("process_resident_memory_bytes") }
+
+// metric reads one unlabelled series from the server's /metrics.
+func (l *load) metric(name string) (float64, error) {
 	resp, err := l.http.Get(l.base + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	m := rssLine.FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
-		return 0, fmt.Errorf("no process_resident_memory_bytes in /metrics")
+		return 0, fmt.Errorf("no %s in /metrics", name)
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
 }
