@@ -1,0 +1,101 @@
+// Debian's chromium, driven by playwright-core, as a real browser client:
+// its EventSource, its reconnect with Last-Event-ID, its event listeners.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+import { Hub } from './harness.mjs';
+
+let browser;
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+// page opens a same-origin page of the hub and an EventSource in it that
+// records what it sees in window.seen.
+async function page(hub, url) {
+  const p = await browser.newPage();
+  await p.goto(hub.base + '/healthz');
+  await p.evaluate((u) => {
+    window.seen = { messages: [], hellos: [], gaps: [], opens: 0 };
+    const es = new EventSource(u);
+    window.es = es;
+    es.onopen = () => { window.seen.opens++; };
+    es.addEventListener('message', (e) => window.seen.messages.push({ id: e.lastEventId, data: JSON.parse(e.data) }));
+    es.addEventListener('hello', (e) => window.seen.hellos.push(JSON.parse(e.data)));
+    es.addEventListener('gap', (e) => window.seen.gaps.push({ id: e.lastEventId, data: JSON.parse(e.data) }));
+  }, url);
+  return p;
+}
+
+const seen = (p) => p.evaluate(() => window.seen);
+
+test('browser: publish right after onopen arrives', async () => {
+  const hub = new Hub();
+  await hub.start();
+  try {
+    const p = await browser.newPage();
+    await p.goto(hub.base + '/healthz');
+    // The page itself publishes in onopen, as a browser app would.
+    const got = await p.evaluate((u) => new Promise((resolve, reject) => {
+      const es = new EventSource(u + '/watch');
+      es.onopen = () => {
+        fetch(u + '/notify', { method: 'POST', body: JSON.stringify({ from: 'onopen' }) })
+          .then((r) => r.json()).then((a) => { window.published = a.seq; }, reject);
+      };
+      es.onmessage = (e) => { es.close(); resolve({ id: e.lastEventId, env: JSON.parse(e.data), published: window.published }); };
+      setTimeout(() => reject(new Error('no event')), 20000);
+    }), hub.base + '/v1/tenants/acme/topics/b');
+    assert.deepEqual(got.env.data, { from: 'onopen' });
+    assert.equal(got.id, String(got.env.seq));
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
+
+test('browser: survives a restart by reconnecting with Last-Event-ID, once', async () => {
+  const hub = new Hub();
+  await hub.start();
+  try {
+    const p = await page(hub, hub.url('r', 'watch') + '?after=0');
+    await hub.publish('r', 1);
+    await p.waitForFunction(() => window.seen.messages.length === 1, null, { timeout: 20000 });
+    await hub.restart('SIGKILL');
+    for (const n of [2, 3, 4]) await hub.publish('r', n);
+    await p.waitForFunction(() => window.seen.messages.length >= 4, null, { timeout: 20000 });
+    const s = await seen(p);
+    assert.deepEqual(s.messages.map((m) => m.data.data), [1, 2, 3, 4]);
+    assert.deepEqual(s.messages.map((m) => m.id), ['1', '2', '3', '4']);
+    assert.ok(s.hellos.length >= 2, 'reconnected');
+    assert.equal(s.hellos[1].position, 1, 'the reconnect carried Last-Event-ID 1 over after=0');
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
+
+test('browser: a gap event reaches addEventListener', async () => {
+  const hub = new Hub(['--retention-events', '5']);
+  await hub.start();
+  try {
+    for (let i = 1; i <= 20; i++) await hub.publish('g', i);
+    assert.deepEqual(await hub.waitTrimmed('g'), { from: 1, to: 15 });
+    const p = await page(hub, hub.url('g', 'watch') + '?after=0');
+    await p.waitForFunction(() => window.seen.messages.length === 5, null, { timeout: 20000 });
+    const s = await seen(p);
+    assert.deepEqual(s.gaps, [{ id: '15', data: { from: 1, to: 15 } }]);
+    assert.deepEqual(s.messages.map((m) => m.data.seq), [16, 17, 18, 19, 20]);
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});

@@ -1,0 +1,82 @@
+// Starts the real edgehub binary (EDGEHUB_BIN) on loopback for the client
+// tests, restarts it on the same port and data, and publishes over HTTP.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const bin = process.env.EDGEHUB_BIN;
+if (!bin) throw new Error('EDGEHUB_BIN must name the edgehub binary (scripts/test sets it)');
+
+export class Hub {
+  constructor(args = []) {
+    this.args = args;
+    this.data = mkdtempSync(join(tmpdir(), 'edgehub-clients-'));
+    this.addr = '127.0.0.1:0';
+    this.log = '';
+  }
+
+  async start() {
+    this.proc = spawn(bin, ['serve', '--dev', '--addr', this.addr, '--data', this.data, '--retry', '500ms', ...this.args],
+      { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
+    const addr = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`edgehub did not start:\n${this.log}`)), 30000);
+      this.proc.stderr.on('data', (chunk) => {
+        this.log += chunk;
+        const m = /msg=listening addr=(\S+)/.exec(this.log);
+        if (m) { clearTimeout(timer); resolve(m[1]); }
+      });
+      this.proc.on('exit', (code) => reject(new Error(`edgehub exited ${code}:\n${this.log}`)));
+    });
+    this.addr = addr; // a restart keeps the port, so clients reconnect to the same URL
+    this.base = `http://${addr}`;
+    this.log = '';
+  }
+
+  async stop(signal = 'SIGTERM') {
+    this.proc.kill(signal);
+    return this.exited;
+  }
+
+  async restart(signal = 'SIGKILL') {
+    await this.stop(signal);
+    await this.start();
+  }
+
+  async close() {
+    if (this.proc && this.proc.exitCode === null) await this.stop('SIGKILL');
+    rmSync(this.data, { recursive: true, force: true });
+  }
+
+  url(topic, route) {
+    return `${this.base}/v1/tenants/acme/topics/${topic}/${route}`;
+  }
+
+  async publish(topic, data) {
+    const res = await fetch(this.url(topic, 'notify'), { method: 'POST', body: JSON.stringify(data) });
+    if (res.status !== 201) throw new Error(`publish: ${res.status} ${await res.text()}`);
+    return (await res.json()).seq;
+  }
+
+  // waitTrimmed polls the read API until retention has trimmed the topic.
+  async waitTrimmed(topic) {
+    for (let i = 0; i < 300; i++) {
+      const res = await fetch(this.url(topic, 'events') + '?after=0');
+      const body = await res.json();
+      if (body.gap) return body.gap;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('retention did not trim');
+  }
+}
+
+// until resolves when check() holds, polling a client's received events.
+export async function until(check, what, ms = 20000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
