@@ -52,6 +52,9 @@ type Hooks struct {
 	// AfterSnapshot runs after a snapshot stream has read the state and
 	// before it registers with its hub.
 	AfterSnapshot func(tenant, topic string)
+	// AfterGoLive runs after a caught-up stream has asked its hub to go
+	// live and before it waits for the answer.
+	AfterGoLive func(tenant, topic string)
 	// BetweenPages runs after a catching-up stream has written a page and
 	// before it reads the next one.
 	BetweenPages func(tenant, topic string)

@@ -147,19 +147,8 @@ func (p *pump) run(ctx context.Context) error {
 		}
 		select {
 		case <-p.st.Ready():
-			items, demoted, ended := p.st.Take()
-			for _, it := range items {
-				p.appendItem(it)
-			}
-			if err := p.flush(); err != nil {
+			if err := p.drain(); err != nil {
 				return err
-			}
-			if ended {
-				return errStreamEnded
-			}
-			if demoted {
-				p.s.deps.Metrics.Demotions.Inc()
-				p.live = false
 			}
 		case <-p.heartbeat.C:
 			p.buf = append(p.buf, sse.Ping...)
@@ -172,6 +161,26 @@ func (p *pump) run(ctx context.Context) error {
 			return errStreamEnded
 		}
 	}
+}
+
+// drain writes what the hub queued; a demotion sends the stream back to
+// the backlog after these items, an end closes it after them.
+func (p *pump) drain() error {
+	items, demoted, ended := p.st.Take()
+	for _, it := range items {
+		p.appendItem(it)
+	}
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if ended {
+		return errStreamEnded
+	}
+	if demoted {
+		p.s.deps.Metrics.Demotions.Inc()
+		p.live = false
+	}
+	return nil
 }
 
 // appendItem queues a live event's frame. Items come in order from the hub;
@@ -227,15 +236,24 @@ func (p *pump) catchUp(ctx context.Context) error {
 	}
 	reply := make(chan bool, 1)
 	p.s.deps.Root.Send(p.hubPID, &hub.GoLive{Stream: p.st, Position: p.pos, Reply: reply})
+	if p.s.hooks.AfterGoLive != nil {
+		p.s.hooks.AfterGoLive(p.tenant, p.topic)
+	}
 	for {
 		select {
 		case p.live = <-reply:
+			if p.live {
+				// The hub may have pushed (or demoted) since it took the
+				// stream live, and that signal may already be spent.
+				return p.drain()
+			}
 			return nil
 		case <-p.st.Ready():
-			// Only an end can come before the answer: the stream is not live.
-			if _, _, ended := p.st.Take(); ended {
+			if p.st.Ended() {
 				return errStreamEnded
 			}
+			// Items or a demotion before the answer mean the hub took the
+			// stream live; the answer is waiting and drain takes them.
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.s.ending:

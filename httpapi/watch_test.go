@@ -136,3 +136,37 @@ func httpapiHooks(afterRegister func()) httpapi.Hooks {
 		}
 	}}
 }
+
+// The hub takes a caught-up stream live and pushes an event to it before
+// the stream reads the hub's answer: both the answer and the event's
+// signal are waiting when it looks. Whichever it sees first, the event
+// must be written. Each round holds the stream right after it asked; the
+// select between the two is random, so twenty rounds leave a broken
+// version about one chance in a million to pass.
+func TestEventPushedBeforeGoLiveAnswerIsRead(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{AfterGoLive: func(string, string) {
+		inside <- struct{}{}
+		<-release
+	}}}, nil)
+	for round := 0; round < 20; round++ {
+		topic := fmt.Sprintf("golive-%d", round)
+		publish(t, base, topic, `"backlog"`)
+		resp, err := http.Get(base + "/v1/tenants/t/topics/" + topic + "/watch?after=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc := frames(t, resp.Body)
+		<-inside // GoLive is in the hub's mailbox ahead of the next publish
+		seq := publish(t, base, topic, `"pushed"`)
+		release <- struct{}{}
+		next(t, fc) // hello
+		if f := next(t, fc); f.ID != "1" {
+			t.Fatalf("round %d: got %+v, want event 1", round, f)
+		}
+		if f := next(t, fc); f.ID != fmt.Sprint(seq) {
+			t.Fatalf("round %d: got %+v, want event %d", round, f, seq)
+		}
+		resp.Body.Close()
+	}
+}

@@ -49,6 +49,14 @@ func (s *Stream) Take() (items []*Item, demoted, ended bool) {
 	return items, s.demoted, s.ended
 }
 
+// Ended reports whether the hub has ended the stream, without taking what
+// is queued.
+func (s *Stream) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
 // live (re)arms the stream for pushes after position; called by the hub in
 // the turn that adds it to the live set.
 func (s *Stream) live(position int64) {
