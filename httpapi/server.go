@@ -69,14 +69,22 @@ type Server struct {
 
 	endOnce sync.Once
 	ending  chan struct{}
+
+	mu    sync.Mutex
+	pumps map[*pump]struct{}
 }
+
+// endGrace is how long a stream may take, once the server is ending, to
+// write its last frame: a client that stopped reading does not hold up a
+// shutdown for the whole write timeout.
+const endGrace = time.Second
 
 // New builds the router.
 func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, ending: make(chan struct{})}
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, ending: make(chan struct{}), pumps: map[*pump]struct{}{}}
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -117,7 +125,26 @@ func (s *Server) Handler() http.Handler { return s.router }
 // EndStreams ends every open stream after its current frame, as SIGTERM
 // asks; http.Server.Shutdown then sees their connections go idle.
 func (s *Server) EndStreams() {
-	s.endOnce.Do(func() { close(s.ending) })
+	s.endOnce.Do(func() {
+		close(s.ending)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for p := range s.pumps {
+			p.rc.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // the stream ends either way
+		}
+	})
+}
+
+func (s *Server) track(p *pump) {
+	s.mu.Lock()
+	s.pumps[p] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Server) untrack(p *pump) {
+	s.mu.Lock()
+	delete(s.pumps, p)
+	s.mu.Unlock()
 }
 
 type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)

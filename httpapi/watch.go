@@ -94,6 +94,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 		s: s, w: w, rc: http.NewResponseController(w), st: st, hubPID: joined.Hub,
 		tenant: tenant, topic: topic, pos: joined.Position, live: joined.Position >= joined.Head,
 	}
+	s.track(p)
+	defer s.untrack(p)
 	p.heartbeat = time.NewTimer(s.cfg.Heartbeat)
 	defer p.heartbeat.Stop()
 	// The hub's head may trail a snapshot read: the commit notice can be on
@@ -269,7 +271,13 @@ func (p *pump) flush() error {
 	if len(p.buf) == 0 {
 		return nil
 	}
-	if err := p.rc.SetWriteDeadline(time.Now().Add(p.s.cfg.WriteTimeout)); err != nil {
+	deadline := time.Now().Add(p.s.cfg.WriteTimeout)
+	select {
+	case <-p.s.ending:
+		deadline = time.Now().Add(endGrace)
+	default:
+	}
+	if err := p.rc.SetWriteDeadline(deadline); err != nil {
 		return fmt.Errorf("set write deadline: %w", err)
 	}
 	if _, err := p.w.Write(p.buf); err != nil {

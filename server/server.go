@@ -170,6 +170,12 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	herr := s.http.Shutdown(ctx)
+	if errors.Is(herr, context.DeadlineExceeded) {
+		// Handlers still running past the deadline are cut off; what they
+		// accepted is still committed below, before the backlog closes.
+		s.logger.Warn("shutdown deadline passed; closing remaining connections")
+		herr = s.http.Close()
+	}
 	s.api.EndStreams()
 	s.hubs.Stop()
 	s.committer.Close()

@@ -1,14 +1,18 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"edgehub/client"
 )
@@ -114,4 +118,62 @@ func TestSigtermEndsStreamsCleanlyAndExitsZero(t *testing.T) {
 		t.Fatalf("readyz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// A watcher that has stopped reading does not hold up SIGTERM: the server
+// still exits 0, promptly, and keeps what it answered.
+func TestSigtermWithAStalledWatcherExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, "--write-timeout", "10m")
+	for i := 0; i < 50; i++ {
+		p.publishBatch(t, "stall", i*500, 500, 1000) // 25 MB, more than loopback buffers hold
+	}
+	// A small receive buffer, set before connecting so the window stays
+	// small: the kernel cannot take the backlog off the server's hands
+	// (loopback buffers here grow to 32 MB).
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) //nolint:errcheck // best effort
+		})
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req, _ := http.NewRequest(http.MethodGet, p.topicURL("stall", "watch")+"?after=0", nil)
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.ReadResponse(bufio.NewReader(conn), req); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the stream is stuck in a write: its deliveries stop
+	// growing short of the backlog.
+	for last, deadline := -1.0, time.Now().Add(wait); ; {
+		n := metric(t, p, "edgehub_deliveries_total")
+		if n == last && n < 25000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher never stalled (%v deliveries)", n)
+		}
+		last = n
+		time.Sleep(200 * time.Millisecond) // polling the counter until it stands still
+	}
+	began := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit
+	select {
+	case <-p.exited:
+	case <-time.After(wait):
+		t.Fatal("no exit after SIGTERM")
+	}
+	if p.err != nil {
+		t.Fatalf("exit after SIGTERM with a stalled watcher: %v", p.err)
+	}
+	t.Logf("exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
+	p2 := start(t, dir)
+	if _, head := p2.readAll(t, "stall"); head != 25000 {
+		t.Fatalf("after restart: head %d", head)
+	}
 }
