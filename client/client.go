@@ -127,8 +127,16 @@ func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions
 	retry := 2 * time.Second
 	for {
 		err := c.watchOnce(ctx, tenant, topic, o, lastID, func(f Frame) error {
-			if f.IDSet {
+			switch {
+			case f.IDSet:
 				lastID = f.ID
+			case f.Event == "hello" && lastID == "":
+				// A live stream that has seen no event yet resumes from
+				// where it started, not from a later head.
+				var h struct{ Position int64 }
+				if json.Unmarshal([]byte(f.Data), &h) == nil {
+					lastID = strconv.FormatInt(h.Position, 10)
+				}
 			}
 			return on(f)
 		}, &retry)
