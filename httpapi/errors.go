@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,13 +30,18 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.Status, body)
 }
 
+// writeJSON encodes without HTML escaping, so that envelopes in a read
+// answer carry the same bytes as the watch frames.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"could not encode the answer"}}`)
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"could not encode the answer"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n')) //nolint:errcheck // the client may be gone; nothing to do
+	w.Write(buf.Bytes()) //nolint:errcheck // the client may be gone; nothing to do
 }

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 const (
@@ -24,6 +26,10 @@ type readAnswer struct {
 
 // events is the polling read: a page of envelopes after a position.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	if aerr := s.authorize(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	q := r.URL.Query()
 	after, limit := int64(0), defaultLimit
 	if v, ok := q["after"]; ok {
@@ -35,16 +41,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		after = n
 	}
 	if v, ok := q["limit"]; ok {
-		n, valid := parsePosition(v[0])
-		if !valid || n == 0 {
+		n, valid := parseLimit(v[0])
+		if !valid {
 			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "limit must be a positive integer"))
 			return
 		}
-		limit = int(min(n, maxLimit))
-	}
-	if aerr := s.authorize(r, tenant); aerr != nil {
-		writeError(w, aerr)
-		return
+		limit = n
 	}
 	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit)
 	if err != nil {
@@ -63,4 +65,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		ans.NextAfter = page.Events[n-1].Seq
 	}
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// parseLimit reads a positive decimal integer and caps it at maxLimit,
+// however many digits it has.
+func parseLimit(v string) (int, bool) {
+	if v == "" || strings.Trim(v, "0123456789") != "" {
+		return 0, false
+	}
+	if len(strings.TrimLeft(v, "0")) > 4 {
+		return maxLimit, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return min(n, maxLimit), true
 }

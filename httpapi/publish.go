@@ -23,13 +23,17 @@ type batchAnswer struct {
 
 // notify commits a publish and answers only once it is durable.
 func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-	meta, perr := notify.ParseMeta(r)
+	meta, perr := notify.ParseNames(r)
 	if perr != nil {
 		writeError(w, fromNotify(perr))
 		return
 	}
 	if aerr := s.authorize(r, tenant); aerr != nil {
 		writeError(w, aerr)
+		return
+	}
+	if perr := notify.ParseOptions(r, &meta); perr != nil {
+		writeError(w, fromNotify(perr))
 		return
 	}
 	body, perr := notify.ReadBody(r, s.cfg.MaxBody)

@@ -77,6 +77,9 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		{"batch with no event", call{method: "POST", path: notify, ctype: "application/x-ndjson", body: "\n \r\n"}, 400, "invalid_json"},
 		{"batch with a bad line", call{method: "POST", path: notify, ctype: "application/x-ndjson", body: "1\n{\n2\n"}, 400, "invalid_json"},
 		{"batch over 10000 events", call{method: "POST", path: notify, ctype: "application/x-ndjson", body: lines}, 413, "too_large"},
+		{"batch over 10000 events, the first bad", call{method: "POST", path: notify, ctype: "application/x-ndjson", body: "{\n" + lines}, 413, "too_large"},
+		{"invalid UTF-8", call{method: "POST", path: notify, body: "\"\xff\xfe\""}, 400, "invalid_json"},
+		{"idempotency key with a space", call{method: "POST", path: notify, body: "1", header: map[string]string{"Idempotency-Key": "a b"}}, 400, "invalid_idempotency_key"},
 		{"unknown route", call{method: "GET", path: "/v1/nothing"}, 404, "not_found"},
 		{"trailing slash", call{method: "POST", path: notify + "/", body: "1"}, 404, "not_found"},
 		{"wrong method", call{method: "GET", path: notify}, 405, "method_not_allowed"},
@@ -99,10 +102,16 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 // so every tenant route is 401 in the contract's shape.
 func TestWithoutDevTenantRoutesAreUnauthorized(t *testing.T) {
 	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.Dev = false })
+	// Credentials come before everything but route and names.
 	for _, c := range []call{
 		{method: "POST", path: "/v1/tenants/t/topics/x/notify", body: "1"},
+		{method: "POST", path: "/v1/tenants/t/topics/x/notify?op=delete", body: "{"},
+		{method: "POST", path: "/v1/tenants/t/topics/x/notify", body: "1", header: map[string]string{"Idempotency-Key": "a b"}},
 		{method: "GET", path: "/v1/tenants/t/topics/x/watch"},
+		{method: "GET", path: "/v1/tenants/t/topics/x/watch?after=x"},
 		{method: "GET", path: "/v1/tenants/t/topics/x/events"},
+		{method: "GET", path: "/v1/tenants/t/topics/x/events?limit=0"},
+		{method: "GET", path: "/v1/tenants/t/topics/x/state"},
 	} {
 		if status, b := do(t, base, c); status != 401 || errorCode(t, b) != "unauthorized" {
 			t.Errorf("%s %s: %d %s", c.method, c.path, status, b)
@@ -120,6 +129,17 @@ func TestPublishShapesAndEnvelopes(t *testing.T) {
 		body: "{\"a\": 1}\r\n\n  \n[1, 2]", header: map[string]string{"Event-Type": "order.created"}})
 	if status != 201 || string(b) != `{"first":1,"last":2,"count":2,"duplicate":false}`+"\n" {
 		t.Fatalf("batch: %d %s", status, b)
+	}
+	// The same bytes as a batch repeat under the same key: the contract
+	// compares body, type, key and op, so this is a duplicate.
+	do(t, base, call{method: "POST", path: "/v1/tenants/t/topics/other/notify", body: `{"x":"<b>&"}`, header: map[string]string{"Idempotency-Key": "k"}})
+	status, b = do(t, base, call{method: "POST", path: "/v1/tenants/t/topics/other/notify", ctype: "application/x-ndjson",
+		body: `{"x":"<b>&"}`, header: map[string]string{"Idempotency-Key": "k"}})
+	if status != 200 || string(b) != `{"seq":1,"duplicate":true}`+"\n" {
+		t.Fatalf("repeat as a batch: %d %s", status, b)
+	}
+	if _, b = do(t, base, call{method: "GET", path: "/v1/tenants/t/topics/other/events?limit=99999999999999999999999"}); !strings.Contains(string(b), `"data":{"x":"<b>&"}`) {
+		t.Fatalf("read answer changed the event's bytes or refused a huge limit: %s", b)
 	}
 	status, b = do(t, base, call{method: "POST", path: notify, body: "{\n \"b\" : true\n}",
 		header: map[string]string{"Event-Key": "k1"}})

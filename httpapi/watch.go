@@ -21,6 +21,10 @@ var errStreamEnded = errors.New("stream ended")
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and pumps frames until the client or server leaves.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	if aerr := s.authorize(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	after, fromNow := int64(0), true
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, ok := parsePosition(v)
@@ -36,10 +40,6 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 			return
 		}
 		after, fromNow = n, false
-	}
-	if aerr := s.authorize(r, tenant); aerr != nil {
-		writeError(w, aerr)
-		return
 	}
 	// A snapshot stream starts exactly at the sequence its state folds: the
 	// state and its sequence come from one read transaction, and the stream

@@ -240,7 +240,7 @@ func (h *hub) tick(ctx actor.Context) {
 	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && h.live > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
-	if !h.loaded || len(h.streams) > 0 || h.inflight > 0 || len(h.waiting) > 0 {
+	if h.loading || len(h.streams) > 0 || h.inflight > 0 || len(h.waiting) > 0 {
 		h.idle = 0
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+	"unicode/utf8"
 
 	"edgehub/backlog"
 )
@@ -32,7 +33,10 @@ func FuzzPublishParser(f *testing.F) {
 		}
 		r := httptest.NewRequest(http.MethodPost, "/notify?"+q.Encode(), bytes.NewReader(body))
 		r.Header.Set("Content-Type", ctype)
-		m, perr := ParseMeta(r)
+		m, perr := ParseNames(r)
+		if perr == nil {
+			perr = ParseOptions(r, &m)
+		}
 		if perr == nil {
 			var got []byte
 			got, perr = ReadBody(r, 1<<20)
@@ -59,7 +63,7 @@ func checkEvents(t *testing.T, m Meta, events []backlog.Event) {
 		if e.Type != m.Type || e.Key != m.Key || e.Op != m.Op {
 			t.Fatalf("event %+v does not carry the request's meta %+v", e, m)
 		}
-		if !json.Valid(e.Data) || bytes.ContainsAny(e.Data, "\r\n") {
+		if !json.Valid(e.Data) || !utf8.Valid(e.Data) || bytes.ContainsAny(e.Data, "\r\n") {
 			t.Fatalf("event data %q is not one compact JSON value", e.Data)
 		}
 		var buf bytes.Buffer

@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"edgehub/backlog"
 	"edgehub/names"
@@ -44,34 +45,40 @@ type Meta struct {
 	Batch                  bool
 }
 
-// ParseMeta reads type, key, op, idempotency key and batch-ness from the
-// query and headers. It runs before credentials and body, as the contract's
-// check order asks.
-func ParseMeta(r *http.Request) (Meta, *Error) {
+// ParseNames reads the event type and key, which are names: the contract
+// checks names before credentials.
+func ParseNames(r *http.Request) (Meta, *Error) {
 	q := r.URL.Query()
 	m := Meta{
-		Type:    first(q.Get("type"), r.Header.Get("Event-Type"), "message"),
-		Key:     first(q.Get("key"), r.Header.Get("Event-Key"), ""),
-		Op:      q.Get("op"),
-		IdemKey: first(r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id"), ""),
+		Type: first(q.Get("type"), r.Header.Get("Event-Type"), "message"),
+		Key:  first(q.Get("key"), r.Header.Get("Event-Key"), ""),
 	}
 	if !names.ValidType(m.Type) {
 		return m, refuse(http.StatusBadRequest, "invalid_type",
 			"event type must be 1 to %d of A-Z a-z 0-9 . _ : - and not hello, gap or snapshot", names.MaxType)
 	}
+	if m.Key != "" && !names.Valid(m.Key) {
+		return m, refuse(http.StatusBadRequest, "invalid_name", "key must follow the name rules")
+	}
+	return m, nil
+}
+
+// ParseOptions reads op, idempotency key and batch-ness into m; it runs
+// after credentials.
+func ParseOptions(r *http.Request, m *Meta) *Error {
+	m.Op = r.URL.Query().Get("op")
+	m.IdemKey = first(r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id"), "")
 	switch {
 	case m.Key == "" && m.Op != "":
-		return m, refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
+		return refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
 	case m.Key == "":
-	case !names.Valid(m.Key):
-		return m, refuse(http.StatusBadRequest, "invalid_name", "key must follow the name rules")
 	case m.Op == "":
 		m.Op = backlog.OpUpsert
 	case m.Op != backlog.OpUpsert && m.Op != backlog.OpDelete:
-		return m, refuse(http.StatusBadRequest, "invalid_op", "op must be upsert or delete")
+		return refuse(http.StatusBadRequest, "invalid_op", "op must be upsert or delete")
 	}
 	if len(m.IdemKey) > MaxIdempotencyKey || !printable(m.IdemKey) {
-		return m, refuse(http.StatusBadRequest, "invalid_idempotency_key",
+		return refuse(http.StatusBadRequest, "invalid_idempotency_key",
 			"idempotency key must be at most %d printable ASCII characters", MaxIdempotencyKey)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -79,7 +86,7 @@ func ParseMeta(r *http.Request) (Meta, *Error) {
 			m.Batch = true
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // ReadBody reads at most maxBody bytes of the request body; more is 413.
@@ -131,8 +138,10 @@ func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 		}
 		return []json.RawMessage{d}, nil
 	}
-	var out []json.RawMessage
-	for n := 1; len(body) > 0; n++ {
+	// Count first: an oversized batch is a limit, refused before its
+	// content is looked at.
+	var lines [][]byte
+	for len(body) > 0 {
 		line := body
 		if i := bytes.IndexByte(body, '\n'); i >= 0 {
 			line, body = body[:i], body[i+1:]
@@ -142,32 +151,42 @@ func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if len(out) == MaxBatch {
+		if len(lines) == MaxBatch {
 			return nil, refuse(http.StatusRequestEntityTooLarge, "too_large", "a batch holds at most %d events", MaxBatch)
 		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return nil, refuse(http.StatusBadRequest, "invalid_json", "the batch has no event")
+	}
+	out := make([]json.RawMessage, len(lines))
+	for i, line := range lines {
 		if m.Op == backlog.OpDelete {
-			out = append(out, null)
+			out[i] = null
 			continue
 		}
 		d, err := compact(line)
 		if err != nil {
-			return nil, refuse(http.StatusBadRequest, "invalid_json", "line %d is not one JSON value: %v", n, err)
+			return nil, refuse(http.StatusBadRequest, "invalid_json", "event %d of the batch is not one JSON value: %v", i+1, err)
 		}
-		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, refuse(http.StatusBadRequest, "invalid_json", "the batch has no event")
+		out[i] = d
 	}
 	return out, nil
 }
 
-var errEmpty = errors.New("empty")
+var (
+	errEmpty = errors.New("empty")
+	errUTF8  = errors.New("not valid UTF-8")
+)
 
 // compact checks that b is exactly one JSON value and strips its
 // insignificant white space, so the envelope never spans lines.
 func compact(b []byte) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errEmpty
+	}
+	if !utf8.Valid(b) {
+		return nil, errUTF8
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(b))
@@ -177,11 +196,11 @@ func compact(b []byte) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// requestHash covers everything that makes two requests the same request:
-// body bytes, type, key, op and batch-ness.
+// requestHash covers what the contract compares between a request and its
+// repeat: body bytes, type, key and op.
 func requestHash(m Meta, body []byte) []byte {
 	h := sha256.New()
-	for _, s := range []string{m.Type, m.Key, m.Op, strconv.FormatBool(m.Batch)} {
+	for _, s := range []string{m.Type, m.Key, m.Op} {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})
 		h.Write([]byte(s))

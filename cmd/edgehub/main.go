@@ -77,6 +77,28 @@ func main() {
 	}
 }
 
+// Validate refuses flag values that would make the server misbehave
+// rather than fail: a zero heartbeat would ping in a tight loop.
+func (s *serveCmd) Validate() error {
+	for name, d := range map[string]time.Duration{"--heartbeat": s.Heartbeat, "--retry": s.Retry,
+		"--write-timeout": s.WriteTimeout, "--idle-after": s.IdleAfter} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, not %s", name, d)
+		}
+	}
+	switch {
+	case s.MaxBody <= 0:
+		return fmt.Errorf("--max-body must be positive, not %d", s.MaxBody)
+	case s.StreamBuffer <= 0:
+		return fmt.Errorf("--stream-buffer must be positive, not %d", s.StreamBuffer)
+	case s.RetentionEvents < 0:
+		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
+	case s.RetentionAge < 0:
+		return fmt.Errorf("--retention-age must not be negative (0 keeps events of any age)")
+	}
+	return nil
+}
+
 func (s *serveCmd) Run() error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: s.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -149,18 +171,20 @@ func (p *publishCmd) Run() error {
 	return nil
 }
 
-// isNDJSON tells a batch (several JSON values, one a line) from one JSON
-// value that may span lines.
+// isNDJSON tells NDJSON (every non-blank line one JSON value: a batch, even
+// of one) from one JSON value spread over lines.
 func isNDJSON(b []byte) bool {
-	d := json.NewDecoder(bytes.NewReader(b))
 	n := 0
-	for {
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return n > 1
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			return false
 		}
 		n++
 	}
+	return n > 0
 }
 
 func (w *watchCmd) Run() error {
