@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"edgehub/backlog"
+	"edgehub/faults"
 	"edgehub/hub"
 	"edgehub/sse"
 )
@@ -59,6 +60,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 		}
 	}
 
+	if faults.On("register-late") {
+		// Injected bug: onopen fires before the stream is registered.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush() //nolint:errcheck // injected fault
+		time.Sleep(20 * time.Millisecond)
+	}
 	st := hub.NewStream(s.cfg.StreamBuffer)
 	joinedc := make(chan hub.Joined, 1)
 	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Watch{Stream: st, After: after, FromNow: fromNow, Reply: joinedc})
@@ -188,7 +196,7 @@ func (p *pump) drain() error {
 // appendItem queues a live event's frame. Items come in order from the hub;
 // one at or below the position was already written and is skipped.
 func (p *pump) appendItem(it *hub.Item) {
-	if it.Event.Seq <= p.pos {
+	if it.Event.Seq <= p.pos && !faults.On("replay-after-live") {
 		return
 	}
 	p.buf = append(p.buf, it.Frame...)

@@ -15,6 +15,7 @@ import (
 
 	"edgehub/actors"
 	"edgehub/backlog"
+	"edgehub/faults"
 	"edgehub/sse"
 )
 
@@ -117,6 +118,7 @@ type hub struct {
 	handled  uint64
 	ticks    int
 	idle     int
+	early    int64 // events answered ahead of their commit (injected fault only)
 }
 
 // Props builds the hub for one topic.
@@ -139,6 +141,9 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.route(ctx, msg.Msg)
 	case *committed:
 		h.inflight--
+		if faults.On("answer-before-commit") {
+			h.early = max(0, h.early-int64(len(msg.items)))
+		}
 		if msg.err == nil {
 			h.apply(msg.result, msg.items)
 		}
@@ -174,6 +179,10 @@ func (h *hub) Receive(ctx actor.Context) {
 func (h *hub) route(ctx actor.Context, msg any) {
 	switch msg := msg.(type) {
 	case *Publish:
+		if faults.On("answer-before-commit") {
+			h.answerEarly(ctx, msg)
+			return
+		}
 		h.inflight++
 		self, root, reply := ctx.Self(), h.opts.Root, msg.Reply
 		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
@@ -185,11 +194,27 @@ func (h *hub) route(ctx actor.Context, msg any) {
 			pos = h.head
 		}
 		h.streams[msg.Stream] = false
-		if pos >= h.head {
-			h.setLive(msg.Stream, pos)
+		if pos >= h.head || faults.On("replay-after-live") {
+			// (Injected bug: live at the head before the replay.)
+			h.setLive(msg.Stream, max(pos, h.head))
 		}
 		msg.Reply <- Joined{Head: h.head, Position: pos, Hub: ctx.Self()}
 	}
+}
+
+// answerEarly is an injected bug: it answers a publish with the numbers it
+// expects to get, before the commit, which it then slows down.
+func (h *hub) answerEarly(ctx actor.Context, msg *Publish) {
+	first := h.head + h.early + 1
+	h.early += int64(len(msg.Req.Events))
+	msg.Reply <- PublishReply{Result: backlog.Result{First: first, Last: first + int64(len(msg.Req.Events)) - 1, Batch: msg.Req.Batch}}
+	h.inflight++
+	self, root := ctx.Self(), h.opts.Root
+	time.AfterFunc(50*time.Millisecond, func() {
+		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
+			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: make(chan PublishReply, 1)})
+		})
+	})
 }
 
 func (h *hub) setLive(s *Stream, position int64) {

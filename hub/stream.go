@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"edgehub/backlog"
+	"edgehub/faults"
 )
 
 // Stream is one watcher's link to its hub. The hub pushes committed events
@@ -77,6 +78,10 @@ func (s *Stream) offer(items []*Item) bool {
 			continue // a stream that starts beyond the head waits for its position
 		}
 		if s.bytes+len(it.Frame) > s.limit && len(s.queue) > 0 {
+			if faults.On("drop-slow") {
+				s.through = it.Event.Seq // injected bug: the event is dropped
+				continue
+			}
 			s.demoted = true
 			s.signal()
 			return false

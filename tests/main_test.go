@@ -64,8 +64,15 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // start runs edgehub serve --dev on a free loopback port with data in dir.
 func start(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	return startAt(t, binary, nil, dir, "127.0.0.1:0", args...)
+}
+
+// startAt runs bin (with env added to the environment) on addr.
+func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, data: dir, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", dir}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr, "--data", dir}, args...)...)
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +80,7 @@ func start(t *testing.T, dir string, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	listen := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -82,7 +89,7 @@ func start(t *testing.T, dir string, args ...string) *proc {
 			p.log.WriteString(line + "\n")
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
+				listen <- m[1]
 			}
 		}
 	}()
@@ -98,7 +105,7 @@ func start(t *testing.T, dir string, args ...string) *proc {
 		}
 	})
 	select {
-	case a := <-addr:
+	case a := <-listen:
 		p.base = "http://" + a
 	case <-p.exited:
 		t.Fatalf("server exited: %v\n%s", p.err, p.logText())
