@@ -593,4 +593,3 @@ func (r *chaosRun) checkGaps() {
 		}
 	}
 }
-
