@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -36,7 +35,7 @@ const chaosRetention = 3000
 // killed with SIGKILL and SIGTERM and restarted on the same data. Then a
 // checker proves the promise; see plans/006-chaos.md.
 func TestChaos(t *testing.T) {
-	r := runChaos(t, chaosOptions{bin: binary, duration: *chaosDuration})
+	r := runChaos(t, chaosOptions{bin: plainBinary, duration: *chaosDuration})
 	t.Log(r.summary())
 	for _, v := range r.violations {
 		t.Error(v)
@@ -50,9 +49,8 @@ func TestChaosCatchesInjectedFaults(t *testing.T) {
 		t.Skip("builds a second binary and runs four chaos rounds")
 	}
 	bin := filepath.Join(filepath.Dir(binary), "edgehub-faults")
-	build := exec.Command("go", append(append([]string{"build", "-tags", "faults"}, raceFlags...), "-o", bin, "../cmd/edgehub")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build with faults: %v\n%s", err, out)
+	if err := goBuild(bin, "-tags", "faults"); err != nil {
+		t.Fatalf("build with faults: %v", err)
 	}
 	for _, fault := range []string{"register-late", "drop-slow", "replay-after-live", "answer-before-commit"} {
 		t.Run(fault, func(t *testing.T) {
