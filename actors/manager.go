@@ -7,6 +7,7 @@ package actors
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,6 +60,8 @@ type deliver struct {
 
 type tick struct{}
 
+type stopPrefix string
+
 // NewManager spawns the manager actor under name. props builds the actor
 // for a key; it is called once per incarnation.
 func NewManager(system *actor.ActorSystem, name string, props func(key string) *actor.Props, opts Options) (*Manager, error) {
@@ -79,6 +82,13 @@ func NewManager(system *actor.ActorSystem, name string, props func(key string) *
 // Send routes msg to the actor for key. It never blocks.
 func (m *Manager) Send(key string, msg any) {
 	m.root.Send(m.pid, &deliver{key: key, msg: msg})
+}
+
+// StopPrefix stops every keyed actor whose key starts with prefix, after
+// the messages already routed to it; the next message for such a key
+// starts a new one.
+func (m *Manager) StopPrefix(prefix string) {
+	m.root.Send(m.pid, stopPrefix(prefix))
 }
 
 // Tick sends one Tick to every keyed actor.
@@ -140,6 +150,13 @@ func (m *manager) Receive(ctx actor.Context) {
 	case tick:
 		for _, c := range m.children {
 			ctx.Send(c.pid, Tick{})
+		}
+	case stopPrefix:
+		for key, c := range m.children {
+			if strings.HasPrefix(key, string(msg)) {
+				m.remove(c)
+				ctx.Poison(c.pid)
+			}
 		}
 	case *Idle:
 		if m.opts.OnIdle != nil {

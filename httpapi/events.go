@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"edgehub/auth"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -26,7 +27,7 @@ type readAnswer struct {
 
 // events is the polling read: a page of envelopes after a position.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-	if aerr := s.authorize(r, tenant); aerr != nil {
+	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

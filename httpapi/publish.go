@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"edgehub/backlog"
 	"edgehub/hub"
@@ -28,18 +29,31 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, fromNotify(perr))
 		return
 	}
-	if aerr := s.authorize(r, tenant); aerr != nil {
+	readBody := func() ([]byte, *apiError) {
+		b, perr := notify.ReadBody(r, s.cfg.MaxBody)
+		if perr != nil {
+			return nil, fromNotify(perr)
+		}
+		return b, nil
+	}
+	body, aerr := s.authorizePublish(r, tenant, topic, readBody)
+	if aerr != nil {
 		writeError(w, aerr)
+		return
+	}
+	if l := s.deps.Limits.Publish(tenant, time.Now()); l != nil {
+		refuseLimit(w, l)
 		return
 	}
 	if perr := notify.ParseOptions(r, &meta); perr != nil {
 		writeError(w, fromNotify(perr))
 		return
 	}
-	body, perr := notify.ReadBody(r, s.cfg.MaxBody)
-	if perr != nil {
-		writeError(w, fromNotify(perr))
-		return
+	if body == nil {
+		if body, aerr = readBody(); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 	}
 	req, perr := notify.Build(tenant, topic, meta, body)
 	if perr != nil {

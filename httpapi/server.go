@@ -4,7 +4,9 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -15,6 +17,7 @@ import (
 
 	"edgehub/actors"
 	"edgehub/backlog"
+	"edgehub/limits"
 	"edgehub/metrics"
 	"edgehub/names"
 )
@@ -31,11 +34,24 @@ type Config struct {
 	StreamBuffer int
 	// PageSize is how many events a catching-up stream reads at a time.
 	PageSize int
+	// AdminKey is the bearer key of the admin API; empty turns it off.
+	AdminKey string
+	// CORSOrigins may use the API from a browser ("*": any origin).
+	CORSOrigins []string
+}
+
+// Tenants is the tenant store of the admin API and of credential checks.
+type Tenants interface {
+	Tenant(ctx context.Context, name string) (backlog.Tenant, error)
+	CreateTenant(ctx context.Context, name string) (backlog.Tenant, bool, error)
+	DeleteTenant(ctx context.Context, name string) error
 }
 
 // Deps are the parts main builds and the routes use.
 type Deps struct {
 	Log     backlog.Log
+	Tenants Tenants
+	Limits  *limits.Limits
 	Hubs    *actors.Manager
 	Root    *actor.RootContext
 	Metrics *metrics.Metrics
@@ -88,7 +104,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.HandleOPTIONS = false
+	r.HandleOPTIONS = false // CORS preflights are answered before the router
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no such route"))
 	})
@@ -104,6 +120,11 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r.GET(topicPath+"/watch", s.topicRoute(s.watch))
 	r.GET(topicPath+"/events", s.topicRoute(s.events))
 	r.GET(topicPath+"/state", s.topicRoute(s.state))
+	const adminPath = "/v1/admin/tenants/:tenant"
+	r.PUT(adminPath, s.adminRoute(s.putTenant))
+	r.GET(adminPath, s.adminRoute(s.getTenant))
+	r.DELETE(adminPath, s.adminRoute(s.deleteTenant))
+	r.POST(adminPath+"/tokens", s.adminRoute(s.postToken))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -120,7 +141,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 }
 
 // Handler is the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.router }
+func (s *Server) Handler() http.Handler { return s.cors(s.router) }
 
 // EndStreams ends every open stream after its current frame, as SIGTERM
 // asks; http.Server.Shutdown then sees their connections go idle.
@@ -163,14 +184,10 @@ func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
 	}
 }
 
-// authorize checks credentials. Tenants and tokens come with the admin
-// API; until then only dev mode, where every tenant exists and no
-// credentials are needed, can serve a tenant's routes.
-func (s *Server) authorize(_ *http.Request, _ string) *apiError {
-	if s.cfg.Dev {
-		return nil
-	}
-	return errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or missing credentials")
+// refuseLimit answers 429 with Retry-After in whole seconds (at least 1).
+func refuseLimit(w http.ResponseWriter, l *limits.Refusal) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(l.RetryAfter.Seconds())))))
+	writeError(w, errorf(http.StatusTooManyRequests, l.Code, "%s", l.Message))
 }
 
 // parsePosition reads a non-negative decimal integer, digits only.

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
+	"edgehub/auth"
 	"net/http"
 )
 
 // state answers the topic's state and the sequence it folds.
 func (s *Server) state(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-	if aerr := s.authorize(r, tenant); aerr != nil {
+	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"edgehub/auth"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,10 +23,16 @@ var errStreamEnded = errors.New("stream ended")
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and pumps frames until the client or server leaves.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-	if aerr := s.authorize(r, tenant); aerr != nil {
+	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	release, refused := s.deps.Limits.OpenStream(tenant)
+	if refused != nil {
+		refuseLimit(w, refused)
+		return
+	}
+	defer release()
 	after, fromNow := int64(0), true
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, ok := parsePosition(v)

@@ -20,6 +20,7 @@ import (
 	"edgehub/backlog"
 	"edgehub/httpapi"
 	"edgehub/hub"
+	"edgehub/limits"
 	"edgehub/metrics"
 )
 
@@ -41,6 +42,15 @@ type Config struct {
 	// PageSize is how many events a catching-up stream reads at a time
 	// (default 1000); tests make it small to hold a stream between pages.
 	PageSize int
+
+	CORSOrigins      []string
+	MaxStreams       int
+	MaxTenantStreams int
+	PublishRate      float64
+	PublishBurst     int
+	HeaderTimeout    time.Duration
+	IdleTimeout      time.Duration
+	MaxHeaderBytes   int
 }
 
 // Defaults are the command line's defaults, for callers that build a Config
@@ -51,6 +61,8 @@ func Defaults() Config {
 		RetentionEvents: 1_000_000, RetentionAge: 168 * time.Hour,
 		Heartbeat: 15 * time.Second, Retry: 2 * time.Second, MaxBody: 1 << 20,
 		WriteTimeout: time.Minute, StreamBuffer: 1 << 20, IdleAfter: 30 * time.Second,
+		MaxStreams: 10000, MaxTenantStreams: 1000, PublishRate: 5000, PublishBurst: 10000,
+		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 	}
 }
 
@@ -126,16 +138,22 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.api = httpapi.New(httpapi.Config{
 		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
 		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
+		AdminKey: cfg.AdminKey, CORSOrigins: cfg.CORSOrigins,
 	}, httpapi.Deps{
-		Log: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		Log: log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
+			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
 		Ready: s.ready.Load,
 	}, hooks.HTTP)
+	if !cfg.Dev && cfg.AdminKey == "" {
+		logger.Warn("no --admin-key: no tenant can be created, so every tenant route answers 401")
+	}
 	s.http = &http.Server{
 		Handler:           s.api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.HeaderTimeout,
 		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	s.http.RegisterOnShutdown(s.api.EndStreams)

@@ -87,7 +87,9 @@ func start(t *testing.T, dir string, args ...string) *proc {
 func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, data: dir, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr, "--data", dir}, args...)...)
+	// No publish rate limit unless a test sets one: these tests publish as
+	// fast as they can on one tenant. Later flags override earlier ones.
+	p.cmd = exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr, "--data", dir, "--publish-rate", "0"}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -30,19 +30,27 @@ type cli struct {
 }
 
 type serveCmd struct {
-	Addr            string        `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
-	Data            string        `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
-	Dev             bool          `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
-	AdminKey        string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API."`
-	RetentionEvents int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
-	RetentionAge    time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
-	Heartbeat       time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
-	Retry           time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
-	MaxBody         int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
-	WriteTimeout    time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
-	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
-	IdleAfter       time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
-	LogLevel        slog.Level    `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
+	Addr             string        `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
+	Data             string        `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
+	Dev              bool          `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
+	AdminKey         string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API."`
+	RetentionEvents  int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
+	RetentionAge     time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
+	Heartbeat        time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
+	Retry            time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
+	MaxBody          int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
+	WriteTimeout     time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
+	StreamBuffer     int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
+	IdleAfter        time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
+	LogLevel         slog.Level    `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
+	CORSOrigins      []string      `name:"cors-origins" env:"EDGEHUB_CORS_ORIGINS" help:"Origins whose pages may use the API (comma-separated; * for any)."`
+	MaxStreams       int           `default:"10000" env:"EDGEHUB_MAX_STREAMS" help:"Open streams in all; more are 429."`
+	MaxTenantStreams int           `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
+	PublishRate      float64       `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
+	PublishBurst     int           `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
+	HeaderTimeout    time.Duration `default:"10s" env:"EDGEHUB_HEADER_TIMEOUT" help:"Time a client has to send its request headers."`
+	IdleTimeout      time.Duration `default:"2m" env:"EDGEHUB_IDLE_TIMEOUT" help:"Time an idle keep-alive connection stays open."`
+	MaxHeaderBytes   int           `default:"65536" env:"EDGEHUB_MAX_HEADER_BYTES" help:"Largest request header block."`
 }
 
 type conn struct {
@@ -81,7 +89,8 @@ func main() {
 // rather than fail: a zero heartbeat would ping in a tight loop.
 func (s *serveCmd) Validate() error {
 	for name, d := range map[string]time.Duration{"--heartbeat": s.Heartbeat, "--retry": s.Retry,
-		"--write-timeout": s.WriteTimeout, "--idle-after": s.IdleAfter} {
+		"--write-timeout": s.WriteTimeout, "--idle-after": s.IdleAfter,
+		"--header-timeout": s.HeaderTimeout, "--idle-timeout": s.IdleTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, not %s", name, d)
 		}
@@ -91,6 +100,10 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("--max-body must be positive, not %d", s.MaxBody)
 	case s.StreamBuffer <= 0:
 		return fmt.Errorf("--stream-buffer must be positive, not %d", s.StreamBuffer)
+	case s.MaxHeaderBytes <= 0:
+		return fmt.Errorf("--max-header-bytes must be positive, not %d", s.MaxHeaderBytes)
+	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0:
+		return fmt.Errorf("stream and rate limits must not be negative (0 turns a limit off)")
 	case s.RetentionEvents < 0:
 		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
 	case s.RetentionAge < 0:
@@ -108,6 +121,9 @@ func (s *serveCmd) Run() error {
 		RetentionEvents: s.RetentionEvents, RetentionAge: s.RetentionAge,
 		Heartbeat: s.Heartbeat, Retry: s.Retry, MaxBody: s.MaxBody,
 		WriteTimeout: s.WriteTimeout, StreamBuffer: s.StreamBuffer, IdleAfter: s.IdleAfter,
+		CORSOrigins: s.CORSOrigins, MaxStreams: s.MaxStreams, MaxTenantStreams: s.MaxTenantStreams,
+		PublishRate: s.PublishRate, PublishBurst: s.PublishBurst,
+		HeaderTimeout: s.HeaderTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: s.MaxHeaderBytes,
 	}
 	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
 	if err != nil {

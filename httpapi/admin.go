@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"edgehub/auth"
+	"edgehub/backlog"
+	"edgehub/hub"
+	"edgehub/names"
+)
+
+// adminRoute checks the tenant name, then the admin key, before h.
+func (s *Server) adminRoute(h func(w http.ResponseWriter, r *http.Request, tenant string)) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		tenant := p.ByName("tenant")
+		if !names.Valid(tenant) {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_name", "tenant names follow the name rules"))
+			return
+		}
+		key := token(r)
+		if s.cfg.AdminKey == "" || r.Header.Get("Authorization") == "" ||
+			subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) != 1 {
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "the admin API needs the admin key as a bearer token"))
+			return
+		}
+		h(w, r, tenant)
+	}
+}
+
+func (s *Server) putTenant(w http.ResponseWriter, r *http.Request, name string) {
+	t, created, err := s.deps.Tenants.CreateTenant(r.Context(), name)
+	if err != nil {
+		s.deps.Logger.Error("create tenant", "tenant", name, "err", err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be created"))
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, t)
+}
+
+func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, name string) {
+	if t, ok := s.adminTenant(w, r, name); ok {
+		writeJSON(w, http.StatusOK, t)
+	}
+}
+
+// adminTenant looks a tenant up for the admin API, where an unknown one is
+// 404 (the admin key is good; the tenant is what is missing).
+func (s *Server) adminTenant(w http.ResponseWriter, r *http.Request, name string) (backlog.Tenant, bool) {
+	t, err := s.deps.Tenants.Tenant(r.Context(), name)
+	switch {
+	case errors.Is(err, backlog.ErrNoTenant):
+		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
+		return t, false
+	case err != nil:
+		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be read"))
+		return t, false
+	}
+	return t, true
+}
+
+type tokenRequest struct {
+	Publish   []string `json:"publish"`
+	Subscribe []string `json:"subscribe"`
+	TTL       string   `json:"ttl"`
+}
+
+func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) {
+	var req tokenRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err == nil && len(body) > 0 {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		writeError(w, errorf(http.StatusBadRequest, "invalid_json", "the body must be {\"publish\": [...], \"subscribe\": [...], \"ttl\": \"1h\"}"))
+		return
+	}
+	ttl := time.Hour
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
+			writeError(w, errorf(http.StatusBadRequest, "invalid_ttl", "ttl must be a positive Go duration such as 1h"))
+			return
+		}
+	}
+	t, ok := s.adminTenant(w, r, name)
+	if !ok {
+		return
+	}
+	tok, err := auth.Mint(t, req.Publish, req.Subscribe, ttl, time.Now())
+	if err != nil {
+		writeError(w, errorf(http.StatusInternalServerError, "internal", "the token could not be signed"))
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"token": tok})
+}
+
+// deleteTenant removes the tenant first (new requests are refused), then
+// ends its streams by stopping its hubs, whose data is already gone.
+func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request, name string) {
+	err := s.deps.Tenants.DeleteTenant(r.Context(), name)
+	switch {
+	case errors.Is(err, backlog.ErrNoTenant):
+		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
+		return
+	case err != nil:
+		s.deps.Logger.Error("delete tenant", "tenant", name, "err", err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be deleted"))
+		return
+	}
+	s.deps.Hubs.StopPrefix(hub.Key(name, ""))
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,89 @@
+// Package limits keeps any one client from exhausting the hub: caps on open
+// streams, per tenant and in all, and a publish rate per tenant.
+package limits
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Config holds the limits; zero disables one.
+type Config struct {
+	MaxStreams       int     // open streams in all
+	MaxTenantStreams int     // open streams of one tenant
+	PublishRate      float64 // publish requests per second per tenant
+	PublishBurst     int
+}
+
+// Limits counts what is open and what was spent.
+type Limits struct {
+	cfg Config
+
+	mu       sync.Mutex
+	streams  int
+	tenants  map[string]int
+	limiters map[string]*rate.Limiter
+}
+
+// New makes the limits.
+func New(cfg Config) *Limits {
+	if cfg.PublishBurst <= 0 {
+		cfg.PublishBurst = max(1, int(math.Ceil(cfg.PublishRate)))
+	}
+	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}}
+}
+
+// Refusal says which limit was hit and when to try again.
+type Refusal struct {
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+// OpenStream takes a stream slot of tenant; release gives it back.
+func (l *Limits) OpenStream(tenant string) (release func(), refused *Refusal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cfg.MaxStreams > 0 && l.streams >= l.cfg.MaxStreams {
+		return nil, &Refusal{Code: "too_many_streams", Message: "the server has as many open streams as it allows", RetryAfter: 5 * time.Second}
+	}
+	if l.cfg.MaxTenantStreams > 0 && l.tenants[tenant] >= l.cfg.MaxTenantStreams {
+		return nil, &Refusal{Code: "too_many_streams", Message: "this tenant has as many open streams as it may", RetryAfter: 5 * time.Second}
+	}
+	l.streams++
+	l.tenants[tenant]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.streams--
+			if l.tenants[tenant]--; l.tenants[tenant] == 0 {
+				delete(l.tenants, tenant)
+			}
+		})
+	}, nil
+}
+
+// Publish spends one publish of tenant's rate.
+func (l *Limits) Publish(tenant string, now time.Time) *Refusal {
+	if l.cfg.PublishRate <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	lim := l.limiters[tenant]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Limit(l.cfg.PublishRate), l.cfg.PublishBurst)
+		l.limiters[tenant] = lim
+	}
+	l.mu.Unlock()
+	r := lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return &Refusal{Code: "rate_limited", Message: "this tenant publishes faster than it may", RetryAfter: d}
+	}
+	return nil
+}
