@@ -25,13 +25,17 @@ func startServer(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) s
 }
 
 func startServerWith(t *testing.T, hooks server.Hooks, tweak func(*server.Config)) (*server.Server, string) {
+	return startServerLogged(t, slog.New(slog.NewTextHandler(io.Discard, nil)), hooks, tweak)
+}
+
+func startServerLogged(t *testing.T, logger *slog.Logger, hooks server.Hooks, tweak func(*server.Config)) (*server.Server, string) {
 	t.Helper()
 	cfg := server.Defaults()
 	cfg.Dev, cfg.Data = true, t.TempDir()
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), hooks)
+	srv, err := server.New(context.Background(), cfg, logger, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
