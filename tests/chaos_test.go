@@ -134,7 +134,7 @@ func freeAddr(t *testing.T) string {
 
 func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 	dir, addr := t.TempDir(), freeAddr(t)
-	args := []string{"--retention-events", strconv.Itoa(chaosRetention), "--stream-buffer", "16384", "--retry", "100ms", "--heartbeat", "1s"}
+	args := []string{"--dev", "--retention-events", strconv.Itoa(chaosRetention), "--stream-buffer", "16384", "--retry", "100ms", "--heartbeat", "1s"}
 	p := startAt(t, opts.bin, opts.env, dir, addr, args...)
 	// Small receive buffers, set before connecting: a watcher that stops
 	// reading must stall the server's writes, as a slow client over a real

@@ -80,7 +80,7 @@ var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // start runs edgehub serve --dev on a free loopback port with data in dir.
 func start(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	return startAt(t, binary, nil, dir, "127.0.0.1:0", args...)
+	return startAt(t, binary, nil, dir, "127.0.0.1:0", append([]string{"--dev"}, args...)...)
 }
 
 // startAt runs bin (with env added to the environment) on addr.
@@ -89,7 +89,7 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 	p := &proc{t: t, data: dir, exited: make(chan struct{})}
 	// No publish rate limit unless a test sets one: these tests publish as
 	// fast as they can on one tenant. Later flags override earlier ones.
-	p.cmd = exec.Command(bin, append([]string{"serve", "--dev", "--addr", addr, "--data", dir, "--publish-rate", "0"}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", addr, "--data", dir, "--publish-rate", "0"}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

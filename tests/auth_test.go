@@ -1,0 +1,64 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"edgehub/client"
+)
+
+// The binary without --dev: the admin key comes from EDGEHUB_ADMIN_KEY, a
+// tenant and a token come from the admin API, the CLI client publishes
+// and watches with the token, and without it the same calls are refused.
+func TestProductionModeEndToEnd(t *testing.T) {
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0")
+	adminCall := func(method, path, body string) *http.Response {
+		req, _ := http.NewRequest(method, p.base+"/v1/admin/tenants/"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer k-123")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := adminCall("PUT", "acme", ""); resp.StatusCode != 201 {
+		t.Fatalf("create tenant: %d", resp.StatusCode)
+	}
+	resp := adminCall("POST", "acme/tokens", `{"publish":["orders"],"subscribe":["orders"],"ttl":"10m"}`)
+	var tok struct{ Token string }
+	json.NewDecoder(resp.Body).Decode(&tok) //nolint:errcheck // checked by use
+	resp.Body.Close()
+
+	anon := &client.Client{Server: p.base}
+	if _, err := anon.Publish(context.Background(), "acme", "orders", []byte(`1`), client.PublishOptions{}); !isAPIError(err, 401, "unauthorized") {
+		t.Fatalf("anonymous publish: %v", err)
+	}
+	c := &client.Client{Server: p.base, Token: tok.Token}
+	if _, err := c.Publish(context.Background(), "acme", "orders", []byte(`{"n":1}`), client.PublishOptions{}); err != nil {
+		t.Fatalf("publish with token: %v", err)
+	}
+	if _, err := c.Publish(context.Background(), "acme", "refunds", []byte(`1`), client.PublishOptions{}); !isAPIError(err, 403, "forbidden") {
+		t.Fatalf("publish outside the token: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got string
+	err := c.Watch(ctx, "acme", "orders", client.WatchOptions{HasAfter: true}, func(f client.Frame) error {
+		if f.Event == "message" {
+			got = f.Data
+			return context.Canceled
+		}
+		return nil
+	})
+	if !strings.Contains(got, `"data":{"n":1}`) {
+		t.Fatalf("watch with token: %q %v", got, err)
+	}
+}
+
+func isAPIError(err error, status int, code string) bool {
+	ae, ok := err.(*client.APIError)
+	return ok && ae.Status == status && ae.Code == code
+}
