@@ -20,6 +20,13 @@ type Envelope struct {
 	Msg any
 }
 
+// IgnoreDeadLetterLogging keeps a routed message that meets a stopped
+// actor out of protoactor's dead-letter log: it may carry user data.
+func (*Envelope) IgnoreDeadLetterLogging() {}
+
+// IgnoreDeadLetterLogging: a tick to an actor that just stopped is expected.
+func (Tick) IgnoreDeadLetterLogging() {}
+
 // Tick is sent to every keyed actor on each manager tick; actors use it to
 // time their idleness (SetReceiveTimeout races under -race upstream).
 type Tick struct{}

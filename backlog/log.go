@@ -18,6 +18,10 @@ type Append struct {
 	// Batch records whether the request was NDJSON, for the answer that a
 	// repeat of it gets.
 	Batch bool
+	// RequireTenant refuses the request (Result.Err = ErrNoTenant) unless
+	// the tenant exists when it commits: a tenant deleted after the request
+	// was authorized gets no data back.
+	RequireTenant bool
 	// IdemKey, when set, makes the request idempotent on its topic; IdemHash
 	// tells a true repeat from a different request under the same key.
 	IdemKey  string
@@ -25,7 +29,7 @@ type Append struct {
 }
 
 // Result is what one Append came to. A duplicate carries the original
-// range and no events; Err is ErrKeyReused or nil.
+// range and no events; Err is ErrKeyReused, ErrNoTenant or nil.
 type Result struct {
 	First, Last int64
 	Batch       bool

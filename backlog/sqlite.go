@@ -160,7 +160,7 @@ func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, err
 		return nil, fmt.Errorf("begin commit: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	a := appender{ctx: ctx, tx: tx, topics: map[[2]string]*topicState{}}
+	a := appender{ctx: ctx, tx: tx, topics: map[[2]string]*topicState{}, tenants: map[string]bool{}}
 	if err := a.prepare(); err != nil {
 		return nil, err
 	}
@@ -192,6 +192,8 @@ type appender struct {
 	insert, getIdem, putIdem    *sql.Stmt
 	getTopic, newTopic, setHead *sql.Stmt
 	upsertKey, deleteKey        *sql.Stmt
+	getTenant                   *sql.Stmt
+	tenants                     map[string]bool
 }
 
 func (a *appender) prepare() error {
@@ -208,6 +210,7 @@ func (a *appender) prepare() error {
 		{&a.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
 			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
 		{&a.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
+		{&a.getTenant, `SELECT count(*) FROM tenants WHERE name = ?`},
 	} {
 		stmt, err := a.tx.PrepareContext(a.ctx, p.sql)
 		if err != nil {
@@ -219,7 +222,7 @@ func (a *appender) prepare() error {
 }
 
 func (a *appender) close() {
-	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getTopic, a.newTopic, a.setHead, a.upsertKey, a.deleteKey} {
+	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getTopic, a.newTopic, a.setHead, a.upsertKey, a.deleteKey, a.getTenant} {
 		if s != nil {
 			s.Close()
 		}
@@ -255,7 +258,30 @@ func (a *appender) fold(topicID int64, e *Event) error {
 	return err
 }
 
+// tenantExists answers, once per transaction and tenant, whether the
+// tenant's row is there.
+func (a *appender) tenantExists(name string) (bool, error) {
+	if ok, seen := a.tenants[name]; seen {
+		return ok, nil
+	}
+	var n int
+	if err := a.getTenant.QueryRowContext(a.ctx, name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up tenant %s: %w", name, err)
+	}
+	a.tenants[name] = n > 0
+	return n > 0, nil
+}
+
 func (a *appender) append(req *Append, now time.Time) (Result, error) {
+	if req.RequireTenant {
+		ok, err := a.tenantExists(req.Tenant)
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok {
+			return Result{Err: ErrNoTenant}, nil
+		}
+	}
 	t, err := a.topic(req.Tenant, req.Topic)
 	if err != nil {
 		return Result{}, err

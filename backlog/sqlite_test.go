@@ -174,3 +174,26 @@ func TestCommitterAfterCloseRefuses(t *testing.T) {
 		t.Fatalf("submit after close: %v", got)
 	}
 }
+
+// A request authorized before its tenant was deleted commits nothing: the
+// commit looks the tenant up in its own transaction.
+func TestAppendRefusesADeletedTenant(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	if _, _, err := l.CreateTenant(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteTenant(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.AppendBatch(ctx, []*Append{
+		{Tenant: "a", Topic: "x", Events: events(1), RequireTenant: true},
+		{Tenant: "dev", Topic: "x", Events: events(1)},
+	})
+	if err != nil || !errors.Is(res[0].Err, ErrNoTenant) || res[1].Err != nil || res[1].First != 1 {
+		t.Fatalf("got %+v %v", res, err)
+	}
+	if p, _ := l.Read(ctx, "a", "x", 0, 10); p.Head != 0 || len(p.Events) != 0 {
+		t.Fatalf("the deleted tenant has data: %+v", p)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -24,9 +25,9 @@ func (s *Server) adminRoute(h func(w http.ResponseWriter, r *http.Request, tenan
 			writeError(w, errorf(http.StatusBadRequest, "invalid_name", "tenant names follow the name rules"))
 			return
 		}
-		key := token(r)
-		if s.cfg.AdminKey == "" || r.Header.Get("Authorization") == "" ||
-			subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.AdminKey)) != 1 {
+		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if s.cfg.AdminKey == "" || !strings.EqualFold(scheme, "Bearer") ||
+			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.cfg.AdminKey)) != 1 {
 			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "the admin API needs the admin key as a bearer token"))
 			return
 		}
@@ -55,9 +56,13 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, name string) 
 }
 
 // adminTenant looks a tenant up for the admin API, where an unknown one is
-// 404 (the admin key is good; the tenant is what is missing).
+// 404 (the admin key is good; the tenant is what is missing). In dev mode
+// every tenant exists, so one is created on first use, with its secrets.
 func (s *Server) adminTenant(w http.ResponseWriter, r *http.Request, name string) (backlog.Tenant, bool) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
+	if s.cfg.Dev && errors.Is(err, backlog.ErrNoTenant) {
+		t, _, err = s.deps.Tenants.CreateTenant(r.Context(), name)
+	}
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):
 		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
@@ -77,6 +82,10 @@ type tokenRequest struct {
 }
 
 func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) {
+	t, ok := s.adminTenant(w, r, name)
+	if !ok {
+		return
+	}
 	var req tokenRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	if err == nil && len(body) > 0 {
@@ -93,10 +102,6 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 			return
 		}
 	}
-	t, ok := s.adminTenant(w, r, name)
-	if !ok {
-		return
-	}
 	tok, err := auth.Mint(t, req.Publish, req.Subscribe, ttl, time.Now())
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "internal", "the token could not be signed"))
@@ -108,6 +113,13 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 // deleteTenant removes the tenant first (new requests are refused), then
 // ends its streams by stopping its hubs, whose data is already gone.
 func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request, name string) {
+	if s.cfg.Dev {
+		// Every tenant exists in dev mode: make sure the row is there, so
+		// that the deletion below removes the tenant's data all the same.
+		if _, ok := s.adminTenant(w, r, name); !ok {
+			return
+		}
+	}
 	err := s.deps.Tenants.DeleteTenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):

@@ -10,16 +10,25 @@ import (
 	"edgehub/backlog"
 )
 
-// token finds a bearer token in the Authorization header or, for
-// EventSource, which cannot set headers, in ?access_token=.
+// token finds a bearer token in the Authorization header (the scheme is
+// case-insensitive) or, for EventSource, which cannot set headers, in
+// ?access_token=; another scheme in the header (a proxy's Basic) does not
+// hide the query parameter.
 func token(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(t)
-		}
-		return ""
+	if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(t)
 	}
 	return r.URL.Query().Get("access_token")
+}
+
+// stillThere checks, outside dev mode, that the tenant was not deleted
+// while the request was being served.
+func (s *Server) stillThere(r *http.Request, tenant string) *apiError {
+	if s.cfg.Dev {
+		return nil
+	}
+	_, aerr := s.tenant(r, tenant)
+	return aerr
 }
 
 // authorize checks a token for action on tenant/topic. Dev mode needs no

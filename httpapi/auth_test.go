@@ -16,6 +16,7 @@ import (
 
 	"edgehub/auth"
 	"edgehub/backlog"
+	"edgehub/httpapi"
 	"edgehub/server"
 )
 
@@ -431,5 +432,71 @@ func TestCORS(t *testing.T) {
 	r.Body.Close()
 	if r.Header.Get("Access-Control-Allow-Origin") != "http://app.example" {
 		t.Fatalf("GET from the origin: %v", r.Header)
+	}
+}
+
+// A snapshot stream authorized before its tenant is deleted, and
+// registered after, is refused rather than left open on a new hub that a
+// re-created tenant would then feed.
+func TestWatchRegisteredAfterTenantDeletionIsRefused(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{AfterSnapshot: func(string, string) {
+		close(inside)
+		<-release
+	}}}, func(c *server.Config) { c.Dev, c.AdminKey = false, adminKey })
+	createTenant(t, base, "doomed")
+	tok := mint(t, base, "doomed", `{"subscribe":["*"]}`)
+	got := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(base + "/v1/tenants/doomed/topics/x/watch?snapshot=1&access_token=" + tok)
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	<-inside
+	if status, _ := admin(t, base, "DELETE", "doomed", ""); status != 204 {
+		t.Fatalf("delete: %d", status)
+	}
+	close(release)
+	if status := <-got; status != 401 {
+		t.Fatalf("watch registered after the deletion: %d, want 401", status)
+	}
+}
+
+// In dev mode every tenant exists, the admin API included; deleting one
+// removes its data.
+func TestDevModeAdminAPI(t *testing.T) {
+	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.AdminKey = adminKey })
+	do(t, base, call{method: "POST", path: "/v1/tenants/devt/topics/x/notify", body: "1"})
+	if status, b := admin(t, base, "GET", "devt", ""); status != 200 || !strings.Contains(string(b), `"tenant":"devt"`) {
+		t.Fatalf("get in dev mode: %d %s", status, b)
+	}
+	if status, _ := admin(t, base, "POST", "devt/tokens", `{}`); status != 201 {
+		t.Fatalf("token in dev mode: %d", status)
+	}
+	if status, _ := admin(t, base, "DELETE", "devt", ""); status != 204 {
+		t.Fatalf("delete in dev mode: %d", status)
+	}
+	if _, b := do(t, base, call{method: "GET", path: "/v1/tenants/devt/topics/x/events"}); !strings.Contains(string(b), `"head":0`) {
+		t.Fatalf("data after delete: %s", b)
+	}
+}
+
+// The Bearer scheme is case-insensitive, and another scheme in the header
+// (a proxy's Basic) does not hide ?access_token=.
+func TestBearerForms(t *testing.T) {
+	base := authServer(t, nil)
+	createTenant(t, base, "forms")
+	tok := mint(t, base, "forms", `{"subscribe":["*"]}`)
+	for _, c := range []call{
+		{method: "GET", path: "/v1/tenants/forms/topics/x/events", header: map[string]string{"Authorization": "bearer " + tok}},
+		{method: "GET", path: "/v1/tenants/forms/topics/x/events?access_token=" + tok, header: map[string]string{"Authorization": "Basic dXNlcjpwdw=="}},
+	} {
+		if status, b := do(t, base, c); status != 200 {
+			t.Errorf("%v: %d %s", c.header, status, b)
+		}
 	}
 }

@@ -60,6 +60,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, fromNotify(perr))
 		return
 	}
+	req.RequireTenant = !s.cfg.Dev
 	reply := make(chan hub.PublishReply, 1)
 	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Publish{Req: req, Reply: reply})
 	var rep hub.PublishReply
@@ -73,6 +74,9 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	case rep.Err != nil:
 		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", rep.Err)
 		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the event could not be committed; retry with the same idempotency key"))
+		return
+	case errors.Is(res.Err, backlog.ErrNoTenant):
+		writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or bad credentials"))
 		return
 	case errors.Is(res.Err, backlog.ErrKeyReused):
 		writeError(w, errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",

@@ -99,6 +99,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	if s.hooks.AfterRegister != nil {
 		s.hooks.AfterRegister(tenant, topic)
 	}
+	// A tenant deleted between the credential check and the registration
+	// has had its hubs stopped already; this stream may sit on a new one.
+	// The deletion removes the row first, so looking again here catches it.
+	if aerr := s.stillThere(r, tenant); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

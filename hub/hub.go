@@ -93,8 +93,15 @@ type committed struct {
 	result backlog.Result
 	err    error
 	items  []*Item
-	reply  chan<- PublishReply
 }
+
+// Messages that reach a stopped hub (a notice after passivation, an
+// Unwatch after the hub ended its streams) are expected, and some carry
+// event data: protoactor must not log them as dead letters.
+func (*committed) IgnoreDeadLetterLogging() {}
+func (*headRead) IgnoreDeadLetterLogging()  {}
+func (*GoLive) IgnoreDeadLetterLogging()    {}
+func (*Unwatch) IgnoreDeadLetterLogging()   {}
 
 type headRead struct {
 	head int64
@@ -147,7 +154,6 @@ func (h *hub) Receive(ctx actor.Context) {
 		if msg.err == nil {
 			h.apply(msg.result, msg.items)
 		}
-		msg.reply <- PublishReply{Result: msg.result, Err: msg.err}
 	case *GoLive:
 		if _, ok := h.streams[msg.Stream]; ok && msg.Position >= h.head {
 			h.setLive(msg.Stream, msg.Position)
@@ -186,7 +192,13 @@ func (h *hub) route(ctx actor.Context, msg any) {
 		h.inflight++
 		self, root, reply := ctx.Self(), h.opts.Root, msg.Reply
 		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
-			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: reply})
+			// The publisher is answered from here, after the commit, so that
+			// an answer never depends on the hub still running (a deleted
+			// tenant's hub is stopped with commits in flight); the hub fans
+			// out when the notice reaches it.
+			items := encode(r.Events)
+			root.Send(self, &committed{result: r, err: err, items: items})
+			reply <- PublishReply{Result: r, Err: err}
 		})
 	case *Watch:
 		pos := msg.After
@@ -212,7 +224,7 @@ func (h *hub) answerEarly(ctx actor.Context, msg *Publish) {
 	self, root := ctx.Self(), h.opts.Root
 	time.AfterFunc(50*time.Millisecond, func() {
 		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
-			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: make(chan PublishReply, 1)})
+			root.Send(self, &committed{result: r, err: err, items: encode(r.Events)})
 		})
 	})
 }

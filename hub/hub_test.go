@@ -24,6 +24,7 @@ const wait = 10 * time.Second
 type harness struct {
 	t    *testing.T
 	log  *backlog.SQLite
+	gate *gate
 	sys  *actor.ActorSystem
 	hubs *actors.Manager
 	// beforeIdle and onIdle are swapped in by tests to hold the hub or the
@@ -33,6 +34,19 @@ type harness struct {
 	count      atomic.Int64
 }
 
+// gate holds every commit until released, when set.
+type gate struct {
+	*backlog.SQLite
+	hold atomic.Pointer[chan struct{}]
+}
+
+func (g *gate) AppendBatch(ctx context.Context, reqs []*backlog.Append) ([]backlog.Result, error) {
+	if c := g.hold.Load(); c != nil {
+		<-*c
+	}
+	return g.SQLite.AppendBatch(ctx, reqs)
+}
+
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -40,8 +54,8 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, log: l}
-	c := backlog.NewCommitter(l, backlog.CommitterOptions{})
+	h := &harness{t: t, log: l, gate: &gate{SQLite: l}}
+	c := backlog.NewCommitter(h.gate, backlog.CommitterOptions{})
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	opts := &hub.Options{
 		Log: l, Committer: c, Root: h.sys.Root, Logger: logger, IdleTicks: 1,
@@ -280,4 +294,25 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 		}
 	}
 	t.Fatal("the head check never sent the stream back to the backlog")
+}
+
+// A hub stopped while a publish is being committed (its tenant was
+// deleted) does not leave the publisher waiting: the answer comes from the
+// commit, not from the hub.
+func TestPublishInFlightWhenHubStopsIsAnswered(t *testing.T) {
+	h := newHarness(t)
+	h.publish(`"first"`)
+	st := hub.NewStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	release := make(chan struct{})
+	h.gate.hold.Store(&release)
+	pub := h.sendPublish(`"in flight"`)
+	h.hubs.StopPrefix(hub.Key("t", ""))
+	for !st.Ended() { // the hub ends its streams as it stops
+		recv(t, st.Ready(), "the hub stopping")
+	}
+	close(release)
+	if r := recv(t, pub, "publish in flight"); r.Err != nil || r.Result.First != 2 {
+		t.Fatalf("publish in flight: %+v", r)
+	}
 }
