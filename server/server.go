@@ -92,7 +92,7 @@ type Hooks struct {
 	HubBeforeIdle func(key string)
 	ManagerOnIdle func(key string)
 	// ManualTicks stops the manager's clock and the retention loop; the
-	// test calls Tick and RunRetention.
+	// test calls RunRetention when it wants a trim.
 	ManualTicks bool
 }
 
@@ -170,9 +170,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 
 // Handler is the HTTP handler, for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.api.Handler() }
-
-// Tick advances the hub manager's clock by one tick (with ManualTicks).
-func (s *Server) Tick() { s.hubs.Tick() }
 
 // Serve answers on ln until Shutdown; it returns nil after a shutdown.
 func (s *Server) Serve(ln net.Listener) error {

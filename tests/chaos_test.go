@@ -326,11 +326,10 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 // chaosWatcher is one logical watcher: a browser tab, say, across all its
 // reconnects. pos is the last position it has been given.
 type chaosWatcher struct {
-	r        *chaosRun
-	n        int
-	pos      int64
-	url      string
-	finalPos int64
+	r   *chaosRun
+	n   int
+	pos int64
+	url string
 }
 
 func (w *chaosWatcher) run(ctx context.Context, final <-chan int64) {
