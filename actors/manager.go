@@ -91,7 +91,11 @@ func (m *Manager) Send(key string, msg any) {
 	m.root.Send(m.pid, &deliver{key: key, msg: msg})
 }
 
-// StopPrefix stops every keyed actor whose key starts with prefix, after
+// Retire tells a keyed actor that nothing more will be routed to it: it
+// should finish what it has in flight and then stop itself.
+type Retire struct{}
+
+// StopPrefix retires every keyed actor whose key starts with prefix, after
 // the messages already routed to it; the next message for such a key
 // starts a new one.
 func (m *Manager) StopPrefix(prefix string) {
@@ -162,7 +166,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		for key, c := range m.children {
 			if strings.HasPrefix(key, string(msg)) {
 				m.remove(c)
-				ctx.Poison(c.pid)
+				ctx.Send(c.pid, Retire{})
 			}
 		}
 	case *Idle:

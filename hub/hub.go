@@ -93,6 +93,7 @@ type committed struct {
 	result backlog.Result
 	err    error
 	items  []*Item
+	reply  chan<- PublishReply
 }
 
 // Messages that reach a stopped hub (a notice after passivation, an
@@ -126,6 +127,7 @@ type hub struct {
 	ticks    int
 	idle     int
 	early    int64 // events answered ahead of their commit (injected fault only)
+	retiring bool
 }
 
 // Props builds the hub for one topic.
@@ -154,6 +156,18 @@ func (h *hub) Receive(ctx actor.Context) {
 		if msg.err == nil {
 			h.apply(msg.result, msg.items)
 		}
+		msg.reply <- PublishReply{Result: msg.result, Err: msg.err}
+		if h.retiring && h.inflight == 0 {
+			ctx.Stop(ctx.Self())
+		}
+	case actors.Retire:
+		// Nothing more is routed here (the tenant was deleted): end the
+		// streams now, answer the publishes in flight, then stop.
+		h.retiring = true
+		h.endStreams()
+		if h.inflight == 0 {
+			ctx.Stop(ctx.Self())
+		}
 	case *GoLive:
 		if _, ok := h.streams[msg.Stream]; ok && msg.Position >= h.head {
 			h.setLive(msg.Stream, msg.Position)
@@ -173,9 +187,7 @@ func (h *hub) Receive(ctx actor.Context) {
 	case actors.Tick:
 		h.tick(ctx)
 	case *actor.Stopping:
-		for s := range h.streams {
-			s.end()
-		}
+		h.endStreams()
 		for _, m := range h.waiting {
 			refuse(m, ErrUnavailable)
 		}
@@ -192,13 +204,7 @@ func (h *hub) route(ctx actor.Context, msg any) {
 		h.inflight++
 		self, root, reply := ctx.Self(), h.opts.Root, msg.Reply
 		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
-			// The publisher is answered from here, after the commit, so that
-			// an answer never depends on the hub still running (a deleted
-			// tenant's hub is stopped with commits in flight); the hub fans
-			// out when the notice reaches it.
-			items := encode(r.Events)
-			root.Send(self, &committed{result: r, err: err, items: items})
-			reply <- PublishReply{Result: r, Err: err}
+			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: reply})
 		})
 	case *Watch:
 		pos := msg.After
@@ -224,9 +230,18 @@ func (h *hub) answerEarly(ctx actor.Context, msg *Publish) {
 	self, root := ctx.Self(), h.opts.Root
 	time.AfterFunc(50*time.Millisecond, func() {
 		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
-			root.Send(self, &committed{result: r, err: err, items: encode(r.Events)})
+			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: make(chan PublishReply, 1)})
 		})
 	})
+}
+
+// endStreams ends every stream; their clients reconnect with Last-Event-ID.
+func (h *hub) endStreams() {
+	for s := range h.streams {
+		s.end()
+	}
+	clear(h.streams)
+	h.live = 0
 }
 
 func (h *hub) setLive(s *Stream, position int64) {
