@@ -283,7 +283,11 @@ func (r *chaosRun) prober(ctx context.Context) {
 func (r *chaosRun) probe(ctx context.Context, n int) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(pctx, http.MethodGet, r.base+"/v1/tenants/chaos/topics/main/watch", nil)
+	query := ""
+	if n%2 == 1 {
+		query = "?snapshot=1" // every other probe also checks the snapshot's position
+	}
+	req, _ := http.NewRequestWithContext(pctx, http.MethodGet, r.base+"/v1/tenants/chaos/topics/main/watch"+query, nil)
 	resp, err := r.hc.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return // the server is down; the next probe tries again
@@ -298,6 +302,7 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 	a.ids = []string{key + "-0"}
 	r.record(key, a)
 	d := client.NewDecoder(resp.Body)
+	var position int64
 	for {
 		f, err := d.Next()
 		if err != nil {
@@ -309,6 +314,15 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 			json.Unmarshal([]byte(f.Data), &h) //nolint:errcheck // zero fails below
 			if h.Position >= a.first {
 				r.violate("probe: event %d was published after onopen, but the stream starts after %d", a.first, h.Position)
+				return
+			}
+			position = h.Position
+		case "snapshot":
+			r.snapshots.Add(1)
+			var s struct{ Seq int64 }
+			json.Unmarshal([]byte(f.Data), &s) //nolint:errcheck // checked by value
+			if s.Seq != position || f.ID != strconv.FormatInt(s.Seq, 10) {
+				r.violate("probe: snapshot at %d (id %s) on a stream at position %d", s.Seq, f.ID, position)
 				return
 			}
 		case "gap":
