@@ -136,14 +136,9 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 	dir, addr := t.TempDir(), freeAddr(t)
 	args := []string{"--dev", "--retention-events", strconv.Itoa(chaosRetention), "--stream-buffer", "16384", "--retry", "100ms", "--heartbeat", "1s"}
 	p := startAt(t, opts.bin, opts.env, dir, addr, args...)
-	// Small receive buffers, set before connecting: a watcher that stops
-	// reading must stall the server's writes, as a slow client over a real
-	// network would, not vanish into loopback buffers of many megabytes.
-	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<10) //nolint:errcheck // best effort
-		})
-	}}
+	// Small receive buffers: a watcher that stops reading must stall the
+	// server's writes, so that the hub has to demote it.
+	dialer := smallBufferDialer(32 << 10)
 	r := &chaosRun{t: t, opts: opts, base: p.base, answers: map[string]chaosAnswer{}, seen: map[int64]string{},
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: dialer.DialContext}}}
 	ctx, stop := context.WithCancel(context.Background())

@@ -1,14 +1,11 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -128,26 +125,7 @@ func TestSigtermWithAStalledWatcherExitsZero(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		p.publishBatch(t, "stall", i*500, 500, 1000) // 25 MB, more than loopback buffers hold
 	}
-	// A small receive buffer, set before connecting so the window stays
-	// small: the kernel cannot take the backlog off the server's hands
-	// (loopback buffers here grow to 32 MB).
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) //nolint:errcheck // best effort
-		})
-	}}
-	conn, err := d.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req, _ := http.NewRequest(http.MethodGet, p.topicURL("stall", "watch")+"?after=0", nil)
-	if err := req.Write(conn); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := http.ReadResponse(bufio.NewReader(conn), req); err != nil {
-		t.Fatal(err)
-	}
+	p.rawWatch(t, "stall", "?after=0", 16<<10)
 	// Wait until the stream is stuck in a write: its deliveries stop
 	// growing short of the backlog.
 	for last, deadline := -1.0, time.Now().Add(wait); ; {

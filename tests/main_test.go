@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -299,4 +300,36 @@ func (s *stream) event(t *testing.T) envelope {
 		t.Fatalf("want an event frame, got %+v (%v)", f, err)
 	}
 	return e
+}
+
+// smallBufferDialer sets the socket's receive buffer before connecting, so
+// the TCP window stays small: a reader that stops reading then stalls the
+// server's writes quickly, as over a real network, instead of the kernel
+// taking megabytes off the server's hands (loopback buffers grow to 32 MB).
+func smallBufferDialer(size int) *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, size) //nolint:errcheck // best effort
+		})
+	}}
+}
+
+// rawWatch opens a watch on its own connection and reads only the response
+// headers: the caller decides when, if ever, the body is read.
+func (p *proc) rawWatch(t *testing.T, topic, query string, rcvbuf int) (net.Conn, *http.Response) {
+	t.Helper()
+	conn, err := smallBufferDialer(rcvbuf).Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req, _ := http.NewRequest(http.MethodGet, p.topicURL(topic, "watch")+query, nil)
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("raw watch: %v %v", resp, err)
+	}
+	return conn, resp
 }

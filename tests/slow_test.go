@@ -1,13 +1,10 @@
 package tests
 
 import (
-	"bufio"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,20 +22,7 @@ func TestStalledReaderCatchesUpWithoutGapAndBlocksNoOne(t *testing.T) {
 	const publishers, batches, perBatch, pad = 4, 100, 50, 1000
 	const total = publishers * batches * perBatch // 20000 events of over 1 KB
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req, _ := http.NewRequest(http.MethodGet, p.topicURL("slow", "watch")+"?after=0", nil)
-	if err := req.Write(conn); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("stalled watch: %v %v", resp, err)
-	}
+	conn, resp := p.rawWatch(t, "slow", "?after=0", 1<<20)
 	// From here the stalled watcher reads nothing until publishing is over.
 
 	began := time.Now()
