@@ -26,14 +26,18 @@ type Limits struct {
 	streams  int
 	tenants  map[string]int
 	limiters map[string]*rate.Limiter
+	pruneAt  int
 }
+
+// minPrune is the number of rate limiters kept before the first prune.
+const minPrune = 1024
 
 // New makes the limits.
 func New(cfg Config) *Limits {
 	if cfg.PublishBurst <= 0 {
 		cfg.PublishBurst = max(1, int(math.Ceil(cfg.PublishRate)))
 	}
-	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}}
+	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}, pruneAt: minPrune}
 }
 
 // Refusal says which limit was hit and when to try again.
@@ -76,6 +80,9 @@ func (l *Limits) Publish(tenant string, now time.Time) *Refusal {
 	l.mu.Lock()
 	lim := l.limiters[tenant]
 	if lim == nil {
+		if len(l.limiters) >= l.pruneAt {
+			l.prune(now)
+		}
 		lim = rate.NewLimiter(rate.Limit(l.cfg.PublishRate), l.cfg.PublishBurst)
 		l.limiters[tenant] = lim
 	}
@@ -86,4 +93,17 @@ func (l *Limits) Publish(tenant string, now time.Time) *Refusal {
 		return &Refusal{Code: "rate_limited", Message: "this tenant publishes faster than it may", RetryAfter: d}
 	}
 	return nil
+}
+
+// prune drops the limiters whose bucket is full again: a full bucket is
+// what a new limiter starts with, so forgetting it changes nothing, and
+// the map stays as small as the set of recently busy tenants (in dev mode
+// any name is a tenant).
+func (l *Limits) prune(now time.Time) {
+	for t, lim := range l.limiters {
+		if lim.TokensAt(now) >= float64(l.cfg.PublishBurst) {
+			delete(l.limiters, t)
+		}
+	}
+	l.pruneAt = max(minPrune, 2*len(l.limiters))
 }
