@@ -96,24 +96,43 @@ func (s *SQLite) Head(ctx context.Context, tenant, topic string) (int64, error) 
 	return head, nil
 }
 
+// topicRow is a topic's row as a read transaction sees it.
+type topicRow struct {
+	id, head, trimmed int64
+}
+
+// readTopic begins a read transaction and reads the topic's row in it, so
+// that what the caller reads next agrees with it. A topic never published
+// to has no row: the transaction is then nil, and so is the error.
+func (s *SQLite) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, topicRow, error) {
+	var t topicRow
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, t, fmt.Errorf("begin read of %s/%s: %w", tenant, topic, err)
+	}
+	err = tx.QueryRowContext(ctx, `SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`,
+		tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, t, nil
+		}
+		return nil, t, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
+	}
+	return tx, t, nil
+}
+
 // Read returns a page after a position from one read transaction, so the
 // head and trim point agree with the rows.
 func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error) {
 	var p Page
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return p, fmt.Errorf("begin read of %s/%s: %w", tenant, topic, err)
+	tx, t, err := s.readTopic(ctx, tenant, topic)
+	if tx == nil || err != nil {
+		return p, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
-	var id int64
-	err = tx.QueryRowContext(ctx, `SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`,
-		tenant, topic).Scan(&id, &p.Head, &p.Trimmed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, nil
-	}
-	if err != nil {
-		return p, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
-	}
+	id := t.id
+	p.Head, p.Trimmed = t.head, t.trimmed
 	// Rows at or below the trim point may still exist until they are
 	// purged; readers never see them.
 	rows, err := tx.QueryContext(ctx, `SELECT seq, type, time, key, op, data FROM events

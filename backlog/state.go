@@ -2,8 +2,6 @@ package backlog
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 )
@@ -12,19 +10,13 @@ import (
 // state is exactly the fold of events 1..Seq.
 func (s *SQLite) State(ctx context.Context, tenant, topic string) (State, error) {
 	var st State
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return st, fmt.Errorf("begin state read of %s/%s: %w", tenant, topic, err)
+	tx, t, err := s.readTopic(ctx, tenant, topic)
+	if tx == nil || err != nil {
+		return st, err
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
-	var id int64
-	err = tx.QueryRowContext(ctx, `SELECT id, head FROM topics WHERE tenant = ? AND topic = ?`, tenant, topic).Scan(&id, &st.Seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
-	}
+	id := t.id
+	st.Seq = t.head
 	rows, err := tx.QueryContext(ctx, `SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`, id)
 	if err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
