@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,13 +19,25 @@ type Client struct {
 	Server string // base URL, e.g. http://127.0.0.1:8080
 	Token  string
 	HTTP   *http.Client
+	// Retries is how many times Publish retries a temporary refusal
+	// (429, 503) before it returns it; 0 returns it at once.
+	Retries int
 }
 
 // APIError is a refusal from the server in the contract's error shape.
+// RetryAfter is the server's Retry-After, when it sent one.
 type APIError struct {
-	Status  int
-	Code    string
-	Message string
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+// Temporary reports whether the refusal is one to retry later: a limit
+// (429) or a server that could not serve the request now (503). Neither
+// stored anything, so retrying them is safe.
+func (e *APIError) Temporary() bool {
+	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
 }
 
 func (e *APIError) Error() string {
@@ -54,8 +67,23 @@ type PublishOptions struct {
 }
 
 // Publish posts body and returns the server's answer as it came. A refusal
-// is an *APIError.
+// is an *APIError. A temporary refusal (429, 503) is retried up to
+// c.Retries times, after the server's Retry-After or a jittered backoff.
 func (c *Client) Publish(ctx context.Context, tenant, topic string, body []byte, o PublishOptions) (json.RawMessage, error) {
+	b := backoff{}
+	for attempt := 0; ; attempt++ {
+		ans, err := c.publishOnce(ctx, tenant, topic, body, o)
+		var apiErr *APIError
+		if err == nil || !errors.As(err, &apiErr) || !apiErr.Temporary() || attempt >= c.Retries {
+			return ans, err
+		}
+		if err := b.wait(ctx, apiErr.RetryAfter); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) publishOnce(ctx context.Context, tenant, topic string, body []byte, o PublishOptions) (json.RawMessage, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"type": o.Type, "key": o.Key, "op": o.Op} {
 		if v != "" {
@@ -84,7 +112,7 @@ func (c *Client) Publish(ctx context.Context, tenant, topic string, body []byte,
 		return nil, fmt.Errorf("read publish answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, decodeError(resp.StatusCode, b)
+		return nil, decodeError(resp, b)
 	}
 	return b, nil
 }
@@ -95,14 +123,45 @@ func (c *Client) authorize(req *http.Request) {
 	}
 }
 
-func decodeError(status int, body []byte) error {
+func decodeError(resp *http.Response, body []byte) error {
 	var e struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code == "" {
-		return &APIError{Status: status, Code: "unknown", Message: string(bytes.TrimSpace(body))}
+	a := &APIError{Status: resp.StatusCode, Code: "unknown", Message: string(bytes.TrimSpace(body))}
+	if err := json.Unmarshal(body, &e); err == nil && e.Error.Code != "" {
+		a.Code, a.Message = e.Error.Code, e.Error.Message
 	}
-	return &APIError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+		a.RetryAfter = time.Duration(secs) * time.Second
+	}
+	return a
+}
+
+// backoff spaces retries: the server's Retry-After when it gave one, else
+// an exponential delay from 500 ms to 30 s, each with up to 50% jitter so
+// that clients refused together do not come back together.
+type backoff struct {
+	next time.Duration
+}
+
+func (b *backoff) wait(ctx context.Context, retryAfter time.Duration) error {
+	if b.next == 0 {
+		b.next = 500 * time.Millisecond
+	}
+	d := b.next
+	b.next = min(2*b.next, 30*time.Second)
+	if retryAfter > 0 {
+		d = retryAfter
+	}
+	d += rand.N(d/2 + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // WatchOptions say where a watch starts. With neither After nor LastEventID
@@ -120,42 +179,62 @@ type WatchOptions struct {
 }
 
 // Watch streams frames to on until ctx ends, on returns an error, or the
-// server refuses. It resumes from the last id after a dropped connection
-// when asked to.
+// server refuses for good. It resumes from the last id after a dropped
+// connection when asked to, and then also retries temporary refusals (429,
+// 503) after the server's Retry-After or a jittered backoff.
+//
+// The hello frame's id is the stream's position, so a stream that drops
+// before its first event resumes where it started. A snapshot stream is
+// the exception: until its snapshot frame has arrived, it resumes with no
+// position, so that the server sends the snapshot again; resuming from
+// hello's position would skip the state for good.
 func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions, on func(Frame) error) error {
 	lastID := o.LastEventID
+	needSnapshot := o.Snapshot && !o.HasAfter && lastID == ""
 	retry := 2 * time.Second
+	b := backoff{}
 	for {
 		err := c.watchOnce(ctx, tenant, topic, o, lastID, func(f Frame) error {
 			switch {
-			case f.IDSet:
+			case f.Event == "snapshot":
+				needSnapshot = false
 				lastID = f.ID
-			case f.Event == "hello" && lastID == "":
-				// A live stream that has seen no event yet resumes from
-				// where it started, not from a later head.
-				var h struct{ Position int64 }
-				if json.Unmarshal([]byte(f.Data), &h) == nil {
-					lastID = strconv.FormatInt(h.Position, 10)
-				}
+			case f.IDSet && !(needSnapshot && f.Event == "hello"):
+				lastID = f.ID
+			}
+			if f.Event != "hello" {
+				b = backoff{} // the stream delivers again: back off afresh next time
 			}
 			return on(f)
 		}, &retry)
 		var apiErr *APIError
+		temporary := errors.As(err, &apiErr) && apiErr.Temporary()
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.As(err, &apiErr), errors.Is(err, errStop):
+		case errors.Is(err, errStop), apiErr != nil && !temporary:
 			return err
 		case !o.Reconnect:
 			return err
 		}
+		if temporary {
+			if o.Notice != nil {
+				o.Notice(fmt.Sprintf("refused (%v); retrying", err))
+			}
+			if err := b.wait(ctx, apiErr.RetryAfter); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.Notice != nil {
 			o.Notice(fmt.Sprintf("connection lost (%v); resuming after %q in %s", err, lastID, retry))
 		}
+		t := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-time.After(retry):
+		case <-t.C:
 		}
 	}
 }
@@ -187,7 +266,7 @@ func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOpt
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return decodeError(resp.StatusCode, b)
+		return decodeError(resp, b)
 	}
 	d := NewDecoder(resp.Body)
 	for {

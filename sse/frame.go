@@ -16,10 +16,16 @@ var Ping = []byte(": ping\n\n")
 
 // Open is the first frame of every stream: the reconnect hint and the hello
 // event with the topic's head at registration and the stream's position.
+// Its id is the position, so a browser whose stream drops before the first
+// event reconnects with Last-Event-ID and misses nothing published while
+// it was away (without it, a live-from-now stream would reconnect live
+// from a later now).
 func Open(retry time.Duration, head, position int64) []byte {
-	b := make([]byte, 0, 96)
+	b := make([]byte, 0, 112)
 	b = append(b, "retry: "...)
 	b = strconv.AppendInt(b, retry.Milliseconds(), 10)
+	b = append(b, "\nid: "...)
+	b = strconv.AppendInt(b, position, 10)
 	b = append(b, "\nevent: hello\ndata: {\"head\":"...)
 	b = strconv.AppendInt(b, head, 10)
 	b = append(b, `,"position":`...)

@@ -23,7 +23,7 @@ func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
 	b = sse.AppendGap(b, 43, 50)
 	d := client.NewDecoder(bytes.NewReader(b))
 	want := []client.Frame{
-		{Event: "hello", Data: `{"head":41,"position":40}`},
+		{ID: "40", IDSet: true, Event: "hello", Data: `{"head":41,"position":40}`},
 		{ID: "42", IDSet: true, Event: "order.created",
 			Data: `{"seq":42,"type":"order.created","time":"2026-01-02T03:04:05.000000006Z","key":"k","op":"upsert","data":{"text":"line\nbreak \u2028 \"quoted\""}}`},
 		{ID: "50", IDSet: true, Event: "gap", Data: `{"from":43,"to":50}`},

@@ -434,6 +434,10 @@ func (w *chaosWatcher) check(f client.Frame, resuming bool) bool {
 			r.violate("watcher %d: bad hello %q", w.n, f.Data)
 			return false
 		}
+		if f.ID != strconv.FormatInt(h.Position, 10) {
+			r.violate("watcher %d: hello id %q is not its position %d", w.n, f.ID, h.Position)
+			return false
+		}
 		if resuming && h.Position != w.pos {
 			r.violate("watcher %d: resumed with Last-Event-ID %d, hello says position %d", w.n, w.pos, h.Position)
 			return false

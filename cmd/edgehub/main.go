@@ -160,8 +160,12 @@ func splitTarget(t string) (string, string, error) {
 	return tenant, topic, nil
 }
 
+// cliRetries is how many times publish retries a 429 or 503 (after the
+// server's Retry-After) before it exits with the refusal.
+const cliRetries = 8
+
 func (c *conn) client() *client.Client {
-	return &client.Client{Server: strings.TrimRight(c.Server, "/"), Token: c.Token}
+	return &client.Client{Server: strings.TrimRight(c.Server, "/"), Token: c.Token, Retries: cliRetries}
 }
 
 func (p *publishCmd) Run() error {
