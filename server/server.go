@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ const tick = time.Second
 // Server is a running Edgehub.
 type Server struct {
 	cfg       Config
+	lock      *os.File // the data directory's lock, held until Shutdown
 	log       *backlog.SQLite
 	committer *backlog.Committer
 	system    *actor.ActorSystem
@@ -103,12 +105,22 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 			return nil, err
 		}
 	}
-	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger)
+	lock, err := lockDir(cfg.Data)
 	if err != nil {
 		return nil, err
 	}
+	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := claimMode(ctx, log, cfg); err != nil {
+		log.Close()
+		lock.Close()
+		return nil, err
+	}
 	m := metrics.New()
-	s := &Server{cfg: cfg, log: log, logger: logger, metrics: m}
+	s := &Server{cfg: cfg, lock: lock, log: log, logger: logger, metrics: m}
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitEvents.Observe(float64(n))
@@ -133,6 +145,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	if err != nil {
 		s.committer.Close()
 		log.Close()
+		lock.Close()
 		return nil, fmt.Errorf("start hub manager: %w", err)
 	}
 	s.api = httpapi.New(httpapi.Config{
@@ -197,7 +210,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopRetention()
 	<-s.retained
 	s.system.Shutdown()
-	return errors.Join(herr, s.log.Close())
+	return errors.Join(herr, s.log.Close(), s.lock.Close())
+}
+
+// claimMode refuses a data directory written in the other mode (see
+// backlog.SQLite.ClaimMode), naming the directory and the way out.
+func claimMode(ctx context.Context, log *backlog.SQLite, cfg Config) error {
+	want := backlog.ModeProduction
+	if cfg.Dev {
+		want = backlog.ModeDev
+	}
+	got, err := log.ClaimMode(ctx, want)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		how := "without --dev"
+		if got == backlog.ModeDev {
+			how = "with --dev"
+		}
+		return fmt.Errorf("data directory %s holds %s-mode data and this server runs in %s mode; the two never mix: give this server another --data, or serve that directory %s",
+			cfg.Data, got, want, how)
+	}
+	return nil
 }
 
 // checkLoopback refuses to run dev mode, which needs no credentials, on an

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// lockDir takes the data directory for this process: an exclusive flock on
+// dir/edgehub.lock, which the kernel drops when the process dies, kill -9
+// included. Two servers on one SQLite file would each number events in
+// its own hub and learn of the other's commits only from the periodic head
+// check, so the second one must not start.
+func lockDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "edgehub.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock of data directory %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another edgehub serve (it holds %s); one server per data directory", dir, path)
+		}
+		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+	}
+	// The pid is for operators; the lock is the flock, not the content.
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) //nolint:errcheck // informational only
+	}
+	return f, nil
+}
