@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,10 @@ type Config struct {
 	HeaderTimeout    time.Duration
 	IdleTimeout      time.Duration
 	MaxHeaderBytes   int
+	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
+	// and so HTTP/2, which lets one browser page hold more than the six
+	// streams per host that HTTP/1.1 allows it.
+	TLSCert, TLSKey string
 }
 
 // Defaults are the command line's defaults, for callers that build a Config
@@ -104,6 +109,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		if err := checkLoopback(cfg.Addr); err != nil {
 			return nil, err
 		}
+	}
+	var tlsConfig *tls.Config
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.TLSCert, cfg.TLSKey, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	lock, err := lockDir(cfg.Data)
 	if err != nil {
@@ -169,6 +182,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	s.http.TLSConfig = tlsConfig
 	s.http.RegisterOnShutdown(s.api.EndStreams)
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopRetention, s.retained = cancel, make(chan struct{})
@@ -185,8 +199,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 func (s *Server) Handler() http.Handler { return s.api.Handler() }
 
 // Serve answers on ln until Shutdown; it returns nil after a shutdown.
+// With a TLS certificate it serves TLS, offering HTTP/2 and HTTP/1.1.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	serve := s.http.Serve
+	if s.http.TLSConfig != nil {
+		serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") }
+	}
+	if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}
 	return nil

@@ -51,6 +51,8 @@ type serveCmd struct {
 	HeaderTimeout    time.Duration `default:"10s" env:"EDGEHUB_HEADER_TIMEOUT" help:"Time a client has to send its request headers."`
 	IdleTimeout      time.Duration `default:"2m" env:"EDGEHUB_IDLE_TIMEOUT" help:"Time an idle keep-alive connection stays open."`
 	MaxHeaderBytes   int           `default:"65536" env:"EDGEHUB_MAX_HEADER_BYTES" help:"Largest request header block."`
+	TLSCert          string        `name:"tls-cert" env:"EDGEHUB_TLS_CERT" help:"PEM certificate file: serve HTTPS and HTTP/2 (with --tls-key)."`
+	TLSKey           string        `name:"tls-key" env:"EDGEHUB_TLS_KEY" help:"PEM private key file of --tls-cert."`
 }
 
 type conn struct {
@@ -108,6 +110,8 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
 	case s.RetentionAge < 0:
 		return fmt.Errorf("--retention-age must not be negative (0 keeps events of any age)")
+	case (s.TLSCert == "") != (s.TLSKey == ""):
+		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
 	return nil
 }
@@ -124,6 +128,7 @@ func (s *serveCmd) Run() error {
 		CORSOrigins: s.CORSOrigins, MaxStreams: s.MaxStreams, MaxTenantStreams: s.MaxTenantStreams,
 		PublishRate: s.PublishRate, PublishBurst: s.PublishBurst,
 		HeaderTimeout: s.HeaderTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: s.MaxHeaderBytes,
+		TLSCert: s.TLSCert, TLSKey: s.TLSKey,
 	}
 	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
 	if err != nil {
@@ -134,7 +139,7 @@ func (s *serveCmd) Run() error {
 		srv.Shutdown(context.Background()) //nolint:errcheck // already failing
 		return fmt.Errorf("listen on %s: %w", s.Addr, err)
 	}
-	logger.Info("listening", "addr", ln.Addr().String(), "dev", s.Dev, "data", s.Data)
+	logger.Info("listening", "addr", ln.Addr().String(), "dev", s.Dev, "data", s.Data, "tls", s.TLSCert != "")
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -99,3 +99,59 @@ test('browser: a gap event reaches addEventListener', async () => {
     await hub.close();
   }
 });
+
+test('browser: a live stream that drops before its first event misses nothing (hello carries id: P)', async () => {
+  // A long retry leaves time to publish while the browser is away.
+  const hub = new Hub(['--retry', '3s']);
+  await hub.start();
+  try {
+    for (const n of [1, 2]) await hub.publish('h', n);
+    const p = await page(hub, hub.url('h', 'watch')); // live from now: position 2
+    await p.waitForFunction(() => window.seen.hellos.length === 1, null, { timeout: 20000 });
+    await hub.restart('SIGKILL');
+    for (const n of [3, 4]) await hub.publish('h', n); // while the browser waits to reconnect
+    await p.waitForFunction(() => window.seen.messages.length >= 2, null, { timeout: 20000 });
+    const s = await seen(p);
+    assert.equal(s.hellos[0].position, 2);
+    assert.equal(s.hellos[1].position, 2, 'the reconnect carried Last-Event-ID 2, the first hello\'s id');
+    assert.deepEqual(s.messages.map((m) => m.data.data), [3, 4]);
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
+
+test('browser over TLS: HTTP/2 lets one page hold more than six streams', async () => {
+  const hub = new Hub([], { tls: true });
+  await hub.start();
+  const context = await browser.newContext({ ignoreHTTPSErrors: true });
+  try {
+    const p = await context.newPage();
+    await p.goto(hub.base + '/healthz');
+    const streams = 8; // HTTP/1.1 would stop at 6 per host
+    const got = await p.evaluate(([u, n]) => new Promise((resolve, reject) => {
+      let opened = 0;
+      const seqs = [];
+      for (let i = 0; i < n; i++) {
+        const es = new EventSource(u + '/watch');
+        es.onopen = () => {
+          if (++opened === n) fetch(u + '/notify', { method: 'POST', body: '{"over":"h2"}' }).catch(reject);
+        };
+        es.onmessage = (e) => {
+          es.close();
+          seqs.push(JSON.parse(e.data).seq);
+          if (seqs.length === n) {
+            const proto = performance.getEntriesByType('navigation')[0].nextHopProtocol;
+            resolve({ seqs, proto });
+          }
+        };
+      }
+      setTimeout(() => reject(new Error(`${opened} of ${n} streams opened, ${seqs.length} got the event`)), 20000);
+    }), [hub.base + '/v1/tenants/acme/topics/tls', streams]);
+    assert.deepEqual(got.seqs, Array(streams).fill(1));
+    assert.equal(got.proto, 'h2');
+  } finally {
+    await context.close();
+    await hub.close();
+  }
+});

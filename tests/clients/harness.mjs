@@ -1,6 +1,6 @@
 // Starts the real edgehub binary (EDGEHUB_BIN) on loopback for the client
 // tests, restarts it on the same port and data, and publishes over HTTP.
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,11 +9,24 @@ const bin = process.env.EDGEHUB_BIN;
 if (!bin) throw new Error('EDGEHUB_BIN must name the edgehub binary (scripts/test sets it)');
 
 export class Hub {
-  constructor(args = []) {
+  // With tls, the hub serves HTTPS (and so HTTP/2) with a throwaway
+  // self-signed certificate for 127.0.0.1 made by openssl.
+  constructor(args = [], { tls = false } = {}) {
     this.args = args;
-    this.data = mkdtempSync(join(tmpdir(), 'edgehub-clients-'));
+    this.dir = mkdtempSync(join(tmpdir(), 'edgehub-clients-'));
+    this.data = join(this.dir, 'data');
     this.addr = '127.0.0.1:0';
     this.log = '';
+    this.scheme = 'http';
+    if (tls) {
+      const cert = join(this.dir, 'cert.pem');
+      const key = join(this.dir, 'key.pem');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+        '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+      { stdio: 'ignore' });
+      this.args = [...args, '--tls-cert', cert, '--tls-key', key];
+      this.scheme = 'https';
+    }
   }
 
   async start() {
@@ -30,7 +43,7 @@ export class Hub {
       this.proc.on('exit', (code) => reject(new Error(`edgehub exited ${code}:\n${this.log}`)));
     });
     this.addr = addr; // a restart keeps the port, so clients reconnect to the same URL
-    this.base = `http://${addr}`;
+    this.base = `${this.scheme}://${addr}`;
     this.log = '';
   }
 
@@ -46,7 +59,7 @@ export class Hub {
 
   async close() {
     if (this.proc && this.proc.exitCode === null) await this.stop('SIGKILL');
-    rmSync(this.data, { recursive: true, force: true });
+    rmSync(this.dir, { recursive: true, force: true });
   }
 
   url(topic, route) {
