@@ -10,6 +10,11 @@ import (
 // the topic for a different request; nothing is appended.
 var ErrKeyReused = errors.New("idempotency key reused with a different request")
 
+// ErrQuota answers a request that would take its tenant past a quota
+// (stored bytes, topics) or its topic's state past its cap; nothing is
+// appended. It is wrapped with which one.
+var ErrQuota = errors.New("quota exceeded")
+
 // Append is one publish request: one event, or an NDJSON batch committed as
 // a unit. Events carry type, key, op and data; the log assigns Seq and Time.
 type Append struct {
@@ -19,17 +24,23 @@ type Append struct {
 	// repeat of it gets.
 	Batch bool
 	// RequireTenant refuses the request (Result.Err = ErrNoTenant) unless
-	// the tenant exists when it commits: a tenant deleted after the request
-	// was authorized gets no data back.
+	// the tenant exists when it commits with the Generation the request
+	// was authorized against: a tenant deleted (and perhaps created again)
+	// or rotated after the check gets no data from it.
 	RequireTenant bool
+	Generation    int64
 	// IdemKey, when set, makes the request idempotent on its topic; IdemHash
 	// tells a true repeat from a different request under the same key.
-	IdemKey  string
-	IdemHash []byte
+	// TenantWideKey scopes the key to the tenant instead (a webhook-id,
+	// whose signature does not cover the topic): the same key on another
+	// topic is ErrKeyReused.
+	IdemKey       string
+	IdemHash      []byte
+	TenantWideKey bool
 }
 
 // Result is what one Append came to. A duplicate carries the original
-// range and no events; Err is ErrKeyReused, ErrNoTenant or nil.
+// range and no events; Err is ErrKeyReused, ErrNoTenant, ErrQuota or nil.
 type Result struct {
 	First, Last int64
 	Batch       bool

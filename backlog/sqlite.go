@@ -30,6 +30,8 @@ type SQLite struct {
 // OpenSQLite opens (creating if needed) the backlog in dir and migrates it.
 // synchronous=FULL makes a commit durable against power loss, not just
 // against the process dying, which is what "answered means stored" needs.
+// secure_delete overwrites what is deleted, so a deleted tenant's data is
+// not left readable in the file's free pages.
 func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger) (*SQLite, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
@@ -37,7 +39,7 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger) (*SQLite, 
 	path := filepath.Join(dir, "edgehub.db")
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=secure_delete(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open backlog %s: %w", path, err)
 	}

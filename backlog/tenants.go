@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -18,6 +19,11 @@ type Tenant struct {
 	Name          string `json:"tenant"`
 	SigningSecret string `json:"signing_secret"`
 	WebhookSecret string `json:"webhook_secret"`
+	// ID is the incarnation (never reused); Generation changes with every
+	// rotation. A request authorized against one commits only while the
+	// tenant still has it.
+	ID         int64 `json:"-"`
+	Generation int64 `json:"-"`
 }
 
 // CreateTenant creates the tenant with fresh secrets, or returns the one
@@ -31,14 +37,19 @@ func (s *SQLite) CreateTenant(ctx context.Context, name string) (Tenant, bool, e
 	if err != nil {
 		return Tenant{}, false, err
 	}
-	t := Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook}
-	res, err := s.write.ExecContext(ctx, `INSERT INTO tenants (name, signing_secret, webhook_secret, created)
-		VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING`, t.Name, t.SigningSecret, t.WebhookSecret, s.now().UnixNano())
+	gen, err := generation()
 	if err != nil {
-		return Tenant{}, false, fmt.Errorf("create tenant %s: %w", name, err)
+		return Tenant{}, false, err
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	t := Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}
+	err = s.write.QueryRowContext(ctx, `INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`,
+		t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
+	if err == nil {
 		return t, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Tenant{}, false, fmt.Errorf("create tenant %s: %w", name, err)
 	}
 	t, err = s.Tenant(ctx, name)
 	return t, false, err
@@ -47,8 +58,8 @@ func (s *SQLite) CreateTenant(ctx context.Context, name string) (Tenant, bool, e
 // Tenant looks a tenant up.
 func (s *SQLite) Tenant(ctx context.Context, name string) (Tenant, error) {
 	t := Tenant{Name: name}
-	err := s.read.QueryRowContext(ctx, `SELECT signing_secret, webhook_secret FROM tenants WHERE name = ?`, name).
-		Scan(&t.SigningSecret, &t.WebhookSecret)
+	err := s.read.QueryRowContext(ctx, `SELECT id, generation, signing_secret, webhook_secret FROM tenants WHERE name = ?`, name).
+		Scan(&t.ID, &t.Generation, &t.SigningSecret, &t.WebhookSecret)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tenant{}, ErrNoTenant
 	}
@@ -85,6 +96,16 @@ func (s *SQLite) DeleteTenant(ctx context.Context, name string) error {
 		return fmt.Errorf("commit delete of tenant %s: %w", name, err)
 	}
 	return nil
+}
+
+// generation makes a tenant's random generation: positive, so that the
+// zero value never matches one.
+func generation() (int64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("make a generation: %w", err)
+	}
+	return int64(binary.BigEndian.Uint64(b[:])>>1) | 1, nil
 }
 
 func secret(n int) (string, error) {
