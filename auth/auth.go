@@ -61,10 +61,17 @@ func Mint(t backlog.Tenant, publish, subscribe []string, ttl time.Duration, now 
 	return s, nil
 }
 
+// ErrTooLong refuses a token whose exp lies further ahead than the
+// longest lifetime allowed: a tenant holds its own signing secret and
+// could otherwise sign itself a token that never expires.
+var ErrTooLong = fmt.Errorf("%w: the token lives longer than allowed", ErrUnauthorized)
+
 // Token checks raw for action on tenant/topic. The key is the signing
 // secret of the tenant the token names, so that a good token of another
-// tenant is told apart (forbidden) from a bad one (unauthorized).
-func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action Action, now time.Time) error {
+// tenant is told apart (forbidden) from a bad one (unauthorized). A token
+// whose exp is more than maxTTL (plus Leeway) ahead of now is refused
+// (maxTTL 0: no cap).
+func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action Action, now time.Time, maxTTL time.Duration) error {
 	var c Claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(tok *jwt.Token) (any, error) {
 		claims, _ := tok.Claims.(*Claims)
@@ -80,6 +87,9 @@ func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action
 		jwt.WithLeeway(Leeway), jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
+	}
+	if maxTTL > 0 && c.ExpiresAt.After(now.Add(maxTTL+Leeway)) {
+		return ErrTooLong
 	}
 	patterns := c.Subscribe
 	if action == Publish {

@@ -1,7 +1,6 @@
 package backlog
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -22,9 +21,10 @@ import (
 // connection for commits and a pool of read-only connections for catch-up
 // and reads, which WAL lets run beside the writer.
 type SQLite struct {
-	write *sql.DB
-	read  *sql.DB
-	now   func() time.Time
+	write  *sql.DB
+	read   *sql.DB
+	now    func() time.Time
+	quotas Quotas
 }
 
 // OpenSQLite opens (creating if needed) the backlog in dir and migrates it.
@@ -169,176 +169,3 @@ func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, li
 // much, so that a page of large events does not sit whole in memory; a
 // short page is then not the end, which readers already allow for.
 const maxPageBytes = 4 << 20
-
-type topicState struct {
-	id, head int64
-}
-
-// AppendBatch commits all requests in one write transaction.
-func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin commit: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	a := appender{ctx: ctx, tx: tx, topics: map[[2]string]*topicState{}, tenants: map[string]bool{}}
-	if err := a.prepare(); err != nil {
-		return nil, err
-	}
-	defer a.close()
-	now := s.now().UTC()
-	results := make([]Result, len(reqs))
-	for i, req := range reqs {
-		if results[i], err = a.append(req, now); err != nil {
-			return nil, err
-		}
-	}
-	for key, t := range a.topics {
-		if _, err := a.setHead.ExecContext(ctx, t.head, t.id); err != nil {
-			return nil, fmt.Errorf("advance head of %s/%s: %w", key[0], key[1], err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit %d requests: %w", len(reqs), err)
-	}
-	return results, nil
-}
-
-// appender holds one commit's prepared statements and the heads it has
-// advanced so far, which are written back once per topic.
-type appender struct {
-	ctx                         context.Context
-	tx                          *sql.Tx
-	topics                      map[[2]string]*topicState
-	insert, getIdem, putIdem    *sql.Stmt
-	getTopic, newTopic, setHead *sql.Stmt
-	upsertKey, deleteKey        *sql.Stmt
-	getTenant                   *sql.Stmt
-	tenants                     map[string]bool
-}
-
-func (a *appender) prepare() error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&a.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&a.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
-		{&a.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&a.getTopic, `SELECT id, head FROM topics WHERE tenant = ? AND topic = ?`},
-		{&a.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
-		{&a.setHead, `UPDATE topics SET head = ? WHERE id = ?`},
-		{&a.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
-			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
-		{&a.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
-		{&a.getTenant, `SELECT count(*) FROM tenants WHERE name = ?`},
-	} {
-		stmt, err := a.tx.PrepareContext(a.ctx, p.sql)
-		if err != nil {
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
-		}
-		*p.stmt = stmt
-	}
-	return nil
-}
-
-func (a *appender) close() {
-	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getTopic, a.newTopic, a.setHead, a.upsertKey, a.deleteKey, a.getTenant} {
-		if s != nil {
-			s.Close()
-		}
-	}
-}
-
-func (a *appender) topic(tenant, topic string) (*topicState, error) {
-	key := [2]string{tenant, topic}
-	if t, ok := a.topics[key]; ok {
-		return t, nil
-	}
-	t := &topicState{}
-	err := a.getTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id, &t.head)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = a.newTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find topic %s/%s: %w", tenant, topic, err)
-	}
-	a.topics[key] = t
-	return t, nil
-}
-
-// fold applies a keyed event to the topic's state, in the same transaction.
-func (a *appender) fold(topicID int64, e *Event) error {
-	var err error
-	switch e.Op {
-	case OpUpsert:
-		_, err = a.upsertKey.ExecContext(a.ctx, topicID, e.Key, e.Seq, []byte(e.Data))
-	case OpDelete:
-		_, err = a.deleteKey.ExecContext(a.ctx, topicID, e.Key)
-	}
-	return err
-}
-
-// tenantExists answers, once per transaction and tenant, whether the
-// tenant's row is there.
-func (a *appender) tenantExists(name string) (bool, error) {
-	if ok, seen := a.tenants[name]; seen {
-		return ok, nil
-	}
-	var n int
-	if err := a.getTenant.QueryRowContext(a.ctx, name).Scan(&n); err != nil {
-		return false, fmt.Errorf("look up tenant %s: %w", name, err)
-	}
-	a.tenants[name] = n > 0
-	return n > 0, nil
-}
-
-func (a *appender) append(req *Append, now time.Time) (Result, error) {
-	if req.RequireTenant {
-		ok, err := a.tenantExists(req.Tenant)
-		if err != nil {
-			return Result{}, err
-		}
-		if !ok {
-			return Result{Err: ErrNoTenant}, nil
-		}
-	}
-	t, err := a.topic(req.Tenant, req.Topic)
-	if err != nil {
-		return Result{}, err
-	}
-	if req.IdemKey != "" {
-		var hash []byte
-		var r Result
-		err := a.getIdem.QueryRowContext(a.ctx, t.id, req.IdemKey).Scan(&hash, &r.First, &r.Last, &r.Batch)
-		switch {
-		case err == nil && bytes.Equal(hash, req.IdemHash):
-			r.Duplicate = true
-			return r, nil
-		case err == nil:
-			return Result{Err: ErrKeyReused}, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return Result{}, fmt.Errorf("look up idempotency key: %w", err)
-		}
-	}
-	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]Event, len(req.Events))}
-	nanos := now.UnixNano()
-	for i, e := range req.Events {
-		t.head++
-		e.Seq, e.Time = t.head, now
-		if _, err := a.insert.ExecContext(a.ctx, t.id, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
-			return Result{}, fmt.Errorf("insert event %d of %s/%s: %w", e.Seq, req.Tenant, req.Topic, err)
-		}
-		if err := a.fold(t.id, &e); err != nil {
-			return Result{}, fmt.Errorf("fold event %d of %s/%s into state: %w", e.Seq, req.Tenant, req.Topic, err)
-		}
-		r.Events[i] = e
-	}
-	r.Last = t.head
-	if req.IdemKey != "" {
-		if _, err := a.putIdem.ExecContext(a.ctx, t.id, req.IdemKey, req.IdemHash, r.First, r.Last, req.Batch, nanos); err != nil {
-			return Result{}, fmt.Errorf("remember idempotency key: %w", err)
-		}
-	}
-	return r, nil
-}

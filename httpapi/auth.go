@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -9,6 +10,15 @@ import (
 	"edgehub/auth"
 	"edgehub/backlog"
 )
+
+// badCredentials is the one message of every 401 on a tenant route: no
+// credentials, bad ones, expired ones and a tenant that does not exist
+// all read the same, so answers do not tell which tenants exist.
+const badCredentials = "missing or bad credentials"
+
+func unauthorized() *apiError {
+	return errorf(http.StatusUnauthorized, "unauthorized", badCredentials)
+}
 
 // token finds a bearer token in the Authorization header (the scheme is
 // case-insensitive) or, for EventSource, which cannot set headers, in
@@ -21,56 +31,80 @@ func token(r *http.Request) string {
 	return r.URL.Query().Get("access_token")
 }
 
-// stillThere checks, outside dev mode, that the tenant was not deleted
-// while the request was being served.
-func (s *Server) stillThere(r *http.Request, tenant string) *apiError {
+// stillThere checks, outside dev mode, that the tenant authorized at the
+// start of the request was neither deleted nor rotated while the request
+// was being served (its generation would differ).
+func (s *Server) stillThere(r *http.Request, authorized backlog.Tenant) *apiError {
 	if s.cfg.Dev {
 		return nil
 	}
-	_, aerr := s.tenant(r, tenant)
+	t, aerr := s.tenant(r, authorized.Name)
+	if aerr != nil {
+		return aerr
+	}
+	if t.Generation != authorized.Generation {
+		return unauthorized()
+	}
+	return nil
+}
+
+// authorize checks a token for action on tenant/topic.
+func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Action) *apiError {
+	_, aerr := s.authorizeTenant(r, tenant, topic, action)
 	return aerr
 }
 
-// authorize checks a token for action on tenant/topic. Dev mode needs no
-// credentials. A tenant that does not exist has no secret to check
-// against: 401, like a bad token.
-func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Action) *apiError {
+// authorizeTenant checks a token for action on tenant/topic and returns
+// the tenant as the check saw it, whose generation a commit or a stream
+// then holds on to. Dev mode needs no credentials (and returns only the
+// name). A tenant that does not exist has no secret to check against:
+// 401, like a bad token.
+func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (backlog.Tenant, *apiError) {
 	if s.cfg.Dev {
-		return nil
+		return backlog.Tenant{Name: tenant}, nil
 	}
-	if _, aerr := s.tenant(r, tenant); aerr != nil {
-		return aerr
+	t, aerr := s.tenant(r, tenant)
+	if aerr != nil {
+		return t, aerr
 	}
 	raw := token(r)
 	if raw == "" {
-		return errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+		return t, unauthorized()
 	}
-	return fromAuth(auth.Token(r.Context(), s.deps.Tenants.Tenant, raw, tenant, topic, action, time.Now()))
+	// The token of this tenant is checked against the very row read above,
+	// so the generation returned is the one whose secret signed it.
+	lookup := func(ctx context.Context, name string) (backlog.Tenant, error) {
+		if name == t.Name {
+			return t, nil
+		}
+		return s.deps.Tenants.Tenant(ctx, name)
+	}
+	return t, fromAuth(auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL))
 }
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
 // signature, which covers the body: it reads the body (within the limit)
-// and returns it, so the caller does not read it twice.
-func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *apiError)) ([]byte, *apiError) {
+// and returns it, so the caller does not read it twice; signed tells that
+// the signature, not a token, let the request in.
+func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *apiError)) (t backlog.Tenant, body []byte, signed bool, aerr *apiError) {
 	if s.cfg.Dev || token(r) != "" || !auth.HasWebhook(r.Header) {
-		return nil, s.authorize(r, tenant, topic, auth.Publish)
+		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
+		return t, nil, false, aerr
 	}
-	t, aerr := s.tenant(r, tenant)
-	if aerr != nil {
-		return nil, aerr
+	if t, aerr = s.tenant(r, tenant); aerr != nil {
+		return t, nil, false, aerr
 	}
-	body, aerr := readBody()
-	if aerr != nil {
-		return nil, aerr
+	if body, aerr = readBody(); aerr != nil {
+		return t, nil, false, aerr
 	}
-	return body, fromAuth(auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()))
+	return t, body, true, fromAuth(auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()))
 }
 
 func (s *Server) tenant(r *http.Request, name string) (backlog.Tenant, *apiError) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):
-		return t, errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or bad credentials")
+		return t, unauthorized()
 	case err != nil:
 		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
 		return t, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be read")
@@ -85,6 +119,6 @@ func fromAuth(err error) *apiError {
 	case errors.Is(err, auth.ErrForbidden):
 		return errorf(http.StatusForbidden, "forbidden", "the credentials do not cover this tenant, topic or action")
 	default:
-		return errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or bad credentials")
+		return unauthorized()
 	}
 }

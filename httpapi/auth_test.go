@@ -466,11 +466,22 @@ func TestWatchRegisteredAfterTenantDeletionIsRefused(t *testing.T) {
 	}
 }
 
-// In dev mode every tenant exists, the admin API included; deleting one
-// removes its data.
+// In dev mode every tenant exists, but a GET never creates one (404 for a
+// tenant no PUT made); deleting one, made or not, removes its data.
 func TestDevModeAdminAPI(t *testing.T) {
 	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.AdminKey = adminKey })
 	do(t, base, call{method: "POST", path: "/v1/tenants/devt/topics/x/notify", body: "1"})
+	if status, b := admin(t, base, "GET", "devt", ""); status != 404 || errorCode(t, b) != "unknown_tenant" {
+		t.Fatalf("get in dev mode of a tenant no PUT made: %d %s", status, b)
+	}
+	if status, _ := admin(t, base, "DELETE", "devt", ""); status != 204 {
+		t.Fatalf("delete in dev mode of a tenant no PUT made: %d", status)
+	}
+	if _, b := do(t, base, call{method: "GET", path: "/v1/tenants/devt/topics/x/events"}); !strings.Contains(string(b), `"head":0`) {
+		t.Fatalf("data after delete: %s", b)
+	}
+	do(t, base, call{method: "POST", path: "/v1/tenants/devt/topics/x/notify", body: "1"})
+	createTenant(t, base, "devt")
 	if status, b := admin(t, base, "GET", "devt", ""); status != 200 || !strings.Contains(string(b), `"tenant":"devt"`) {
 		t.Fatalf("get in dev mode: %d %s", status, b)
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // apiError is a refusal in the contract's shape:
@@ -13,6 +16,9 @@ type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when set, goes out as Retry-After in whole seconds (at
+	// least 1): every refusal by a limit carries it.
+	RetryAfter time.Duration
 }
 
 func errorf(status int, code, format string, args ...any) *apiError {
@@ -27,6 +33,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		} `json:"error"`
 	}{}
 	body.Error.Code, body.Error.Message = e.Code, e.Message
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(e.RetryAfter.Seconds())))))
+	}
 	writeJSON(w, e.Status, body)
 }
 

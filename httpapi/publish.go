@@ -22,6 +22,10 @@ type batchAnswer struct {
 	Duplicate bool  `json:"duplicate"`
 }
 
+// quotaRetry is the Retry-After of a quota refusal: retention or the
+// tenant's own deletes free room on the scale of minutes, not seconds.
+const quotaRetry = time.Minute
+
 // notify commits a publish and answers only once it is durable.
 func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	meta, perr := notify.ParseNames(r)
@@ -29,14 +33,30 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, fromNotify(perr))
 		return
 	}
+	// The body is held, with its copies, until the answer: its bytes come
+	// from the server-wide budget of publish bodies before it is read.
+	release := func() {}
+	defer func() { release() }()
 	readBody := func() ([]byte, *apiError) {
+		n := s.cfg.MaxBody
+		if r.ContentLength >= 0 {
+			n = min(n, r.ContentLength)
+		}
+		rel, refused := s.deps.PublishBodies.TryTake(n)
+		if refused != nil {
+			return nil, limitError(refused)
+		}
+		release = rel
+		if s.hooks.BeforeBody != nil {
+			s.hooks.BeforeBody(tenant, topic)
+		}
 		b, perr := notify.ReadBody(r, s.cfg.MaxBody)
 		if perr != nil {
 			return nil, fromNotify(perr)
 		}
 		return b, nil
 	}
-	body, aerr := s.authorizePublish(r, tenant, topic, readBody)
+	ten, body, signed, aerr := s.authorizePublish(r, tenant, topic, readBody)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -45,7 +65,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		refuseLimit(w, l)
 		return
 	}
-	if perr := notify.ParseOptions(r, &meta); perr != nil {
+	if perr := notify.ParseOptions(r, &meta, signed); perr != nil {
 		writeError(w, fromNotify(perr))
 		return
 	}
@@ -60,7 +80,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, fromNotify(perr))
 		return
 	}
-	req.RequireTenant = !s.cfg.Dev
+	req.RequireTenant, req.Generation = !s.cfg.Dev, ten.Generation
 	reply := make(chan hub.PublishReply, 1)
 	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Publish{Req: req, Reply: reply})
 	var rep hub.PublishReply
@@ -76,11 +96,14 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the event could not be committed; retry with the same idempotency key"))
 		return
 	case errors.Is(res.Err, backlog.ErrNoTenant):
-		writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "unknown tenant or bad credentials"))
+		writeError(w, unauthorized())
 		return
 	case errors.Is(res.Err, backlog.ErrKeyReused):
 		writeError(w, errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this idempotency key was used for a different request on this topic"))
+			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)"))
+		return
+	case errors.Is(res.Err, backlog.ErrQuota):
+		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "quota_exceeded", Message: res.Err.Error(), RetryAfter: quotaRetry})
 		return
 	case res.Err != nil:
 		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", res.Err))

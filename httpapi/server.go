@@ -6,7 +6,6 @@ package httpapi
 import (
 	"context"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -36,6 +35,9 @@ type Config struct {
 	PageSize int
 	// AdminKey is the bearer key of the admin API; empty turns it off.
 	AdminKey string
+	// MaxTokenTTL caps the lifetime of minted tokens and refuses tokens
+	// whose exp lies further ahead (0: no cap).
+	MaxTokenTTL time.Duration
 	// CORSOrigins may use the API from a browser ("*": any origin).
 	CORSOrigins []string
 }
@@ -45,6 +47,7 @@ type Tenants interface {
 	Tenant(ctx context.Context, name string) (backlog.Tenant, error)
 	CreateTenant(ctx context.Context, name string) (backlog.Tenant, bool, error)
 	DeleteTenant(ctx context.Context, name string) error
+	Rotate(ctx context.Context, name string) (backlog.Tenant, error)
 }
 
 // Deps are the parts main builds and the routes use.
@@ -52,10 +55,12 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
-	Hubs    *actors.Manager
-	Root    *actor.RootContext
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
+	// PublishBodies bounds the publish bodies held in flight, server-wide.
+	PublishBodies *limits.Budget
+	Hubs          *actors.Manager
+	Root          *actor.RootContext
+	Metrics       *metrics.Metrics
+	Logger        *slog.Logger
 	// Ready tells /readyz whether the backlog and actors are up.
 	Ready func() bool
 }
@@ -74,6 +79,9 @@ type Hooks struct {
 	// BetweenPages runs after a catching-up stream has written a page and
 	// before it reads the next one.
 	BetweenPages func(tenant, topic string)
+	// BeforeBody runs when a publish, its tenant read (and its token
+	// checked, if it has one), is about to read its body.
+	BeforeBody func(tenant, topic string)
 }
 
 // Server serves the routes.
@@ -125,6 +133,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r.GET(adminPath, s.adminRoute(s.getTenant))
 	r.DELETE(adminPath, s.adminRoute(s.deleteTenant))
 	r.POST(adminPath+"/tokens", s.adminRoute(s.postToken))
+	r.POST(adminPath+"/rotate", s.adminRoute(s.rotateTenant))
 	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -184,10 +193,14 @@ func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
 	}
 }
 
+// limitError is the 429 of a limit, with its Retry-After.
+func limitError(l *limits.Refusal) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Code: l.Code, Message: l.Message, RetryAfter: l.RetryAfter}
+}
+
 // refuseLimit answers 429 with Retry-After in whole seconds (at least 1).
 func refuseLimit(w http.ResponseWriter, l *limits.Refusal) {
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(l.RetryAfter.Seconds())))))
-	writeError(w, errorf(http.StatusTooManyRequests, l.Code, "%s", l.Message))
+	writeError(w, limitError(l))
 }
 
 // parsePosition reads a non-negative decimal integer, digits only.

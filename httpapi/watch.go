@@ -23,7 +23,8 @@ var errStreamEnded = errors.New("stream ended")
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and pumps frames until the client or server leaves.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
+	ten, aerr := s.authorizeTenant(r, tenant, topic, auth.Subscribe)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
@@ -99,10 +100,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	if s.hooks.AfterRegister != nil {
 		s.hooks.AfterRegister(tenant, topic)
 	}
-	// A tenant deleted between the credential check and the registration
-	// has had its hubs stopped already; this stream may sit on a new one.
-	// The deletion removes the row first, so looking again here catches it.
-	if aerr := s.stillThere(r, tenant); aerr != nil {
+	// A tenant deleted or rotated between the credential check and the
+	// registration has had its hubs stopped already; this stream may sit
+	// on a new one. Both change the row first, so looking again catches it.
+	if aerr := s.stillThere(r, ten); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

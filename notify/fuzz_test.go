@@ -35,7 +35,7 @@ func FuzzPublishParser(f *testing.F) {
 		r.Header.Set("Content-Type", ctype)
 		m, perr := ParseNames(r)
 		if perr == nil {
-			perr = ParseOptions(r, &m)
+			perr = ParseOptions(r, &m, len(body)%2 == 1)
 		}
 		if perr == nil {
 			var got []byte

@@ -40,9 +40,11 @@ func refuse(status int, code, format string, args ...any) *Error {
 }
 
 // Meta is what a request says about its events outside the body.
+// TenantWideKey marks an IdemKey that came from webhook-id, which binds
+// its request tenant-wide (see ParseOptions).
 type Meta struct {
 	Type, Key, Op, IdemKey string
-	Batch                  bool
+	Batch, TenantWideKey   bool
 }
 
 // ParseNames reads the event type and key, which are names: the contract
@@ -64,10 +66,24 @@ func ParseNames(r *http.Request) (Meta, *Error) {
 }
 
 // ParseOptions reads op, idempotency key and batch-ness into m; it runs
-// after credentials.
-func ParseOptions(r *http.Request, m *Meta) *Error {
+// after credentials. signed says the request was authenticated by its
+// webhook signature, which covers webhook-id but no other header: its
+// webhook-id is then its key, and an Idempotency-Key that differs (one a
+// replayer could choose) is refused. Otherwise an Idempotency-Key wins
+// and is scoped to the topic; a webhook-id alone is scoped to the tenant,
+// so that one delivery can never append to two topics.
+func ParseOptions(r *http.Request, m *Meta, signed bool) *Error {
 	m.Op = r.URL.Query().Get("op")
-	m.IdemKey = first(r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id"), "")
+	idem, webhookID := r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id")
+	switch {
+	case signed && idem != "" && idem != webhookID:
+		return refuse(http.StatusBadRequest, "invalid_idempotency_key",
+			"a request signed as a webhook is idempotent by its webhook-id; an Idempotency-Key must equal it or be left out")
+	case signed || idem == "":
+		m.IdemKey, m.TenantWideKey = webhookID, webhookID != ""
+	default:
+		m.IdemKey = idem
+	}
 	switch {
 	case m.Key == "" && m.Op != "":
 		return refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
@@ -119,7 +135,7 @@ func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *Error) 
 		a.Events[i] = backlog.Event{Type: m.Type, Key: m.Key, Op: m.Op, Data: d}
 	}
 	if m.IdemKey != "" {
-		a.IdemKey = m.IdemKey
+		a.IdemKey, a.TenantWideKey = m.IdemKey, m.TenantWideKey
 		a.IdemHash = requestHash(m, body)
 	}
 	return a, nil

@@ -53,6 +53,14 @@ type Config struct {
 	HeaderTimeout    time.Duration
 	IdleTimeout      time.Duration
 	MaxHeaderBytes   int
+	// MaxTokenTTL caps token lifetimes, minted or self-signed.
+	MaxTokenTTL time.Duration
+	// MaxPublishBytes bounds the publish bodies in flight, server-wide.
+	MaxPublishBytes int64
+	// Quotas: a tenant's stored bytes and topics, a topic's state bytes.
+	MaxTenantBytes  int64
+	MaxTenantTopics int64
+	MaxStateBytes   int64
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
@@ -69,8 +77,15 @@ func Defaults() Config {
 		WriteTimeout: time.Minute, StreamBuffer: 1 << 20, IdleAfter: 30 * time.Second,
 		MaxStreams: 10000, MaxTenantStreams: 1000, PublishRate: 5000, PublishBurst: 10000,
 		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		MaxTokenTTL: 24 * time.Hour, MaxPublishBytes: 128 << 20,
+		MaxTenantBytes: 10 << 30, MaxTenantTopics: 100_000, MaxStateBytes: 64 << 20,
 	}
 }
+
+// minAdminKey is the shortest admin key given without a warning: the
+// admin API has no lockout, so the key's length is its only defence
+// against guessing.
+const minAdminKey = 32
 
 // tick is the hub manager's clock: idleness and head checks count in it.
 const tick = time.Second
@@ -132,6 +147,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		lock.Close()
 		return nil, err
 	}
+	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
 	s := &Server{cfg: cfg, lock: lock, log: log, logger: logger, metrics: m}
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Observe: func(d time.Duration, n int) {
@@ -164,15 +180,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.api = httpapi.New(httpapi.Config{
 		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
 		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
-		AdminKey: cfg.AdminKey, CORSOrigins: cfg.CORSOrigins,
+		AdminKey: cfg.AdminKey, CORSOrigins: cfg.CORSOrigins, MaxTokenTTL: cfg.MaxTokenTTL,
 	}, httpapi.Deps{
-		Log: log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		PublishBodies: limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
+		Log:           log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
 		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
 			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
 		Ready: s.ready.Load,
 	}, hooks.HTTP)
-	if !cfg.Dev && cfg.AdminKey == "" {
-		logger.Warn("no --admin-key: no tenant can be created, so every tenant route answers 401")
+	switch {
+	case !cfg.Dev && cfg.AdminKey == "":
+		logger.Warn("no admin key: no tenant can be created, so every tenant route answers 401")
+	case cfg.AdminKey != "" && len(cfg.AdminKey) < minAdminKey:
+		logger.Warn("the admin key is short: use at least 32 random characters", "length", len(cfg.AdminKey))
 	}
 	s.http = &http.Server{
 		Handler:           s.api.Handler(),

@@ -33,7 +33,13 @@ type serveCmd struct {
 	Addr             string        `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
 	Data             string        `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
 	Dev              bool          `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
-	AdminKey         string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API."`
+	AdminKey         string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API (prefer the environment or --admin-key-file: the command line is visible to every local user)."`
+	AdminKeyFile     string        `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
+	MaxTokenTTL      time.Duration `name:"max-token-ttl" default:"24h" env:"EDGEHUB_MAX_TOKEN_TTL" help:"Longest lifetime of a token, minted or self-signed (0: no cap)."`
+	MaxPublishBytes  int64         `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
+	MaxTenantBytes   int64         `default:"10737418240" env:"EDGEHUB_MAX_TENANT_BYTES" help:"Bytes of events and state a tenant may store; more are 429 quota_exceeded (0: no cap)."`
+	MaxTenantTopics  int64         `default:"100000" env:"EDGEHUB_MAX_TENANT_TOPICS" help:"Topics a tenant may have; more are 429 quota_exceeded (0: no cap)."`
+	MaxStateBytes    int64         `default:"67108864" env:"EDGEHUB_MAX_STATE_BYTES" help:"Bytes of keys and data one topic's state may hold; more are 429 quota_exceeded (0: no cap)."`
 	RetentionEvents  int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
 	RetentionAge     time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
 	Heartbeat        time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
@@ -104,8 +110,11 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("--stream-buffer must be positive, not %d", s.StreamBuffer)
 	case s.MaxHeaderBytes <= 0:
 		return fmt.Errorf("--max-header-bytes must be positive, not %d", s.MaxHeaderBytes)
-	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0:
-		return fmt.Errorf("stream and rate limits must not be negative (0 turns a limit off)")
+	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0 ||
+		s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
+		return fmt.Errorf("limits must not be negative (0 turns a limit off)")
+	case s.AdminKey != "" && s.AdminKeyFile != "":
+		return fmt.Errorf("give the admin key once: --admin-key (or EDGEHUB_ADMIN_KEY) or --admin-key-file")
 	case s.RetentionEvents < 0:
 		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
 	case s.RetentionAge < 0:
@@ -116,12 +125,41 @@ func (s *serveCmd) Validate() error {
 	return nil
 }
 
+// adminKey reads the admin key from --admin-key-file when given (one line;
+// surrounding white space is not part of it), else takes --admin-key, and
+// warns when the key came on the command line, which /proc shows to
+// every local user.
+func (s *serveCmd) adminKey(logger *slog.Logger) (string, error) {
+	if s.AdminKeyFile != "" {
+		b, err := os.ReadFile(s.AdminKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("read --admin-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", fmt.Errorf("--admin-key-file %s is empty", s.AdminKeyFile)
+		}
+		return key, nil
+	}
+	for _, a := range os.Args[1:] {
+		if a == "--admin-key" || strings.HasPrefix(a, "--admin-key=") {
+			logger.Warn("the admin key was given on the command line, where every local user can read it; use EDGEHUB_ADMIN_KEY or --admin-key-file")
+			break
+		}
+	}
+	return s.AdminKey, nil
+}
+
 func (s *serveCmd) Run() error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+	adminKey, err := s.adminKey(logger)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg := server.Config{
-		Addr: s.Addr, Data: s.Data, Dev: s.Dev, AdminKey: s.AdminKey,
+		Addr: s.Addr, Data: s.Data, Dev: s.Dev, AdminKey: adminKey,
 		RetentionEvents: s.RetentionEvents, RetentionAge: s.RetentionAge,
 		Heartbeat: s.Heartbeat, Retry: s.Retry, MaxBody: s.MaxBody,
 		WriteTimeout: s.WriteTimeout, StreamBuffer: s.StreamBuffer, IdleAfter: s.IdleAfter,
@@ -129,6 +167,8 @@ func (s *serveCmd) Run() error {
 		PublishRate: s.PublishRate, PublishBurst: s.PublishBurst,
 		HeaderTimeout: s.HeaderTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: s.MaxHeaderBytes,
 		TLSCert: s.TLSCert, TLSKey: s.TLSKey,
+		MaxTokenTTL: s.MaxTokenTTL, MaxPublishBytes: s.MaxPublishBytes,
+		MaxTenantBytes: s.MaxTenantBytes, MaxTenantTopics: s.MaxTenantTopics, MaxStateBytes: s.MaxStateBytes,
 	}
 	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
 	if err != nil {

@@ -1,0 +1,379 @@
+package backlog
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Quotas bound what one tenant, or one topic's state, may store. They are
+// checked inside the committing transaction, against the usage that the
+// same transaction sees, so concurrent publishes cannot overshoot them
+// together. Zero turns one off.
+type Quotas struct {
+	TenantBytes  int64 // bytes of events (data, type, key) and state of a tenant
+	TenantTopics int64 // topics of a tenant
+	StateBytes   int64 // bytes of one topic's state (keys and data)
+}
+
+// SetQuotas sets the quotas that commits enforce; call it before the
+// first commit.
+func (s *SQLite) SetQuotas(q Quotas) { s.quotas = q }
+
+// eventBytes is what one event adds to its tenant's stored bytes; purge
+// takes the same measure away (length(data)+length(type)+length(key)).
+func eventBytes(e *Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
+
+// AppendBatch commits all requests in one write transaction.
+func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin commit: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	a := appender{ctx: ctx, tx: tx, quotas: s.quotas,
+		topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
+	if err := a.prepare(); err != nil {
+		return nil, err
+	}
+	defer a.close()
+	now := s.now().UTC()
+	results := make([]Result, len(reqs))
+	for i, req := range reqs {
+		if results[i], err = a.append(req, now); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.writeBack(now); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit %d requests: %w", len(reqs), err)
+	}
+	return results, nil
+}
+
+// topicState is a topic's row as this commit has advanced it so far.
+type topicState struct {
+	id, head, stateBytes int64
+	changed              bool
+}
+
+// tenantState is what the commit knows of a tenant: its row (id 0 and
+// no generation for a dev-mode tenant that has none) and its usage.
+type tenantState struct {
+	id, generation int64
+	bytes, topics  int64
+	usageChanged   bool
+}
+
+// appender holds one commit's prepared statements and the heads and usage
+// it has advanced so far, which are written back once per topic and
+// tenant.
+type appender struct {
+	ctx     context.Context
+	tx      *sql.Tx
+	quotas  Quotas
+	topics  map[[2]string]*topicState
+	tenants map[string]*tenantState
+
+	insert, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
+	getTopic, newTopic, setTopic                     *sql.Stmt
+	upsertKey, deleteKey, keySize                    *sql.Stmt
+	getTenant, getUsage, setUsage                    *sql.Stmt
+}
+
+func (a *appender) prepare() error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&a.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&a.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
+		{&a.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&a.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch FROM webhook_keys WHERE tenant = ? AND key = ?`},
+		{&a.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
+			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
+			batch = excluded.batch, created = excluded.created`},
+		{&a.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
+		{&a.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
+		// oldest is NULL exactly when no event is retained; the first one
+		// retained after that is committed now.
+		{&a.setTopic, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
+		{&a.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
+			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
+		{&a.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
+		{&a.keySize, `SELECT length(key) + length(data) FROM state WHERE topic_id = ? AND key = ?`},
+		{&a.getTenant, `SELECT id, generation FROM tenants WHERE name = ?`},
+		{&a.getUsage, `SELECT bytes, topics FROM usage WHERE tenant = ?`},
+		{&a.setUsage, `INSERT INTO usage (tenant, bytes, topics) VALUES (?, ?, ?)
+			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics`},
+	} {
+		stmt, err := a.tx.PrepareContext(a.ctx, p.sql)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.stmt = stmt
+	}
+	return nil
+}
+
+func (a *appender) close() {
+	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getWebhook, a.putWebhook,
+		a.getTopic, a.newTopic, a.setTopic, a.upsertKey, a.deleteKey, a.keySize,
+		a.getTenant, a.getUsage, a.setUsage} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// writeBack stores the heads, state sizes and usage this commit changed.
+func (a *appender) writeBack(now time.Time) error {
+	for key, t := range a.topics {
+		if !t.changed {
+			continue
+		}
+		if _, err := a.setTopic.ExecContext(a.ctx, t.head, t.stateBytes, now.UnixNano(), t.id); err != nil {
+			return fmt.Errorf("advance head of %s/%s: %w", key[0], key[1], err)
+		}
+	}
+	for name, t := range a.tenants {
+		if !t.usageChanged {
+			continue
+		}
+		if _, err := a.setUsage.ExecContext(a.ctx, name, t.bytes, t.topics); err != nil {
+			return fmt.Errorf("record usage of tenant %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// tenant reads, once per transaction, the tenant's row and usage.
+func (a *appender) tenant(name string) (*tenantState, error) {
+	if t, ok := a.tenants[name]; ok {
+		return t, nil
+	}
+	t := &tenantState{}
+	err := a.getTenant.QueryRowContext(a.ctx, name).Scan(&t.id, &t.generation)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("look up tenant %s: %w", name, err)
+	}
+	err = a.getUsage.QueryRowContext(a.ctx, name).Scan(&t.bytes, &t.topics)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read usage of tenant %s: %w", name, err)
+	}
+	a.tenants[name] = t
+	return t, nil
+}
+
+// findTopic returns the topic as this commit sees it, or nil if it has no
+// row yet.
+func (a *appender) findTopic(tenant, topic string) (*topicState, error) {
+	key := [2]string{tenant, topic}
+	if t, ok := a.topics[key]; ok {
+		return t, nil
+	}
+	t := &topicState{}
+	err := a.getTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id, &t.head, &t.stateBytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find topic %s/%s: %w", tenant, topic, err)
+	}
+	a.topics[key] = t
+	return t, nil
+}
+
+func (a *appender) createTopic(tenant, topic string) (*topicState, error) {
+	t := &topicState{}
+	if err := a.newTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id); err != nil {
+		return nil, fmt.Errorf("create topic %s/%s: %w", tenant, topic, err)
+	}
+	a.topics[[2]string{tenant, topic}] = t
+	return t, nil
+}
+
+// stateDelta is how much the request's keyed events change the topic's
+// state size, folding them in order over the sizes stored now.
+func (a *appender) stateDelta(t *topicState, events []Event) (int64, error) {
+	var delta int64
+	var sizes map[string]int64
+	for i := range events {
+		e := &events[i]
+		if e.Op == "" {
+			continue
+		}
+		if sizes == nil {
+			sizes = map[string]int64{}
+		}
+		cur, seen := sizes[e.Key]
+		if !seen && t != nil {
+			err := a.keySize.QueryRowContext(a.ctx, t.id, e.Key).Scan(&cur)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return 0, fmt.Errorf("read size of key %s: %w", e.Key, err)
+			}
+		}
+		next := int64(0)
+		if e.Op == OpUpsert {
+			next = int64(len(e.Key) + len(e.Data))
+		}
+		delta += next - cur
+		sizes[e.Key] = next
+	}
+	return delta, nil
+}
+
+// fold applies a keyed event to the topic's state, in the same transaction.
+func (a *appender) fold(topicID int64, e *Event) error {
+	var err error
+	switch e.Op {
+	case OpUpsert:
+		_, err = a.upsertKey.ExecContext(a.ctx, topicID, e.Key, e.Seq, []byte(e.Data))
+	case OpDelete:
+		_, err = a.deleteKey.ExecContext(a.ctx, topicID, e.Key)
+	}
+	return err
+}
+
+// repeat looks the request's idempotency key up. It returns the original's
+// result for a true repeat, ErrKeyReused for a different request under the
+// key, and nothing for a new key. A tenant-wide key (a webhook-id) binds
+// its topic too, and a row of an earlier incarnation of the tenant's name
+// does not count.
+func (a *appender) repeat(req *Append, ten *tenantState, t *topicState) (*Result, error) {
+	var hash []byte
+	var r Result
+	var err error
+	if req.TenantWideKey {
+		var tenantID int64
+		var topic string
+		err = a.getWebhook.QueryRowContext(a.ctx, req.Tenant, req.IdemKey).
+			Scan(&tenantID, &topic, &hash, &r.First, &r.Last, &r.Batch)
+		if err == nil && tenantID != ten.id {
+			return nil, nil
+		}
+		if err == nil && topic != req.Topic {
+			return &Result{Err: ErrKeyReused}, nil
+		}
+	} else {
+		if t == nil {
+			return nil, nil
+		}
+		err = a.getIdem.QueryRowContext(a.ctx, t.id, req.IdemKey).Scan(&hash, &r.First, &r.Last, &r.Batch)
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up idempotency key: %w", err)
+	case bytes.Equal(hash, req.IdemHash):
+		r.Duplicate = true
+		return &r, nil
+	default:
+		return &Result{Err: ErrKeyReused}, nil
+	}
+}
+
+func (a *appender) remember(req *Append, ten *tenantState, t *topicState, r *Result, nanos int64) error {
+	var err error
+	if req.TenantWideKey {
+		_, err = a.putWebhook.ExecContext(a.ctx, req.Tenant, req.IdemKey, ten.id, req.Topic, req.IdemHash,
+			r.First, r.Last, req.Batch, nanos)
+	} else {
+		_, err = a.putIdem.ExecContext(a.ctx, t.id, req.IdemKey, req.IdemHash, r.First, r.Last, req.Batch, nanos)
+	}
+	if err != nil {
+		return fmt.Errorf("remember idempotency key: %w", err)
+	}
+	return nil
+}
+
+// quota refuses a request that would take its tenant's stored bytes or
+// topics, or its topic's state, past a quota. A request that frees bytes
+// (a delete of a large key) is never refused for bytes.
+func (a *appender) quota(ten *tenantState, t *topicState, added, stateDelta int64) error {
+	newTopic := t == nil
+	q := a.quotas
+	state := int64(0)
+	if t != nil {
+		state = t.stateBytes
+	}
+	switch {
+	case newTopic && q.TenantTopics > 0 && ten.topics >= q.TenantTopics:
+		return fmt.Errorf("%w: the tenant has %d topics, as many as it may", ErrQuota, ten.topics)
+	case q.StateBytes > 0 && stateDelta > 0 && state+stateDelta > q.StateBytes:
+		return fmt.Errorf("%w: the topic's state would be over %d bytes", ErrQuota, q.StateBytes)
+	case q.TenantBytes > 0 && added > 0 && ten.bytes+added > q.TenantBytes:
+		return fmt.Errorf("%w: the tenant would store over %d bytes", ErrQuota, q.TenantBytes)
+	}
+	return nil
+}
+
+func (a *appender) append(req *Append, now time.Time) (Result, error) {
+	ten, err := a.tenant(req.Tenant)
+	if err != nil {
+		return Result{}, err
+	}
+	if req.RequireTenant && (ten.id == 0 || ten.generation != req.Generation) {
+		return Result{Err: ErrNoTenant}, nil
+	}
+	t, err := a.findTopic(req.Tenant, req.Topic)
+	if err != nil {
+		return Result{}, err
+	}
+	if req.IdemKey != "" {
+		if r, err := a.repeat(req, ten, t); err != nil || r != nil {
+			if r == nil {
+				return Result{}, err
+			}
+			return *r, nil
+		}
+	}
+	delta, err := a.stateDelta(t, req.Events)
+	if err != nil {
+		return Result{}, err
+	}
+	added := delta
+	for i := range req.Events {
+		added += eventBytes(&req.Events[i])
+	}
+	if err := a.quota(ten, t, added, delta); err != nil {
+		return Result{Err: err}, nil
+	}
+	if t == nil {
+		if t, err = a.createTopic(req.Tenant, req.Topic); err != nil {
+			return Result{}, err
+		}
+		ten.topics++
+	}
+	ten.bytes += added
+	ten.usageChanged = true
+	t.stateBytes += delta
+	t.changed = true
+	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]Event, len(req.Events))}
+	nanos := now.UnixNano()
+	for i, e := range req.Events {
+		t.head++
+		e.Seq, e.Time = t.head, now
+		if _, err := a.insert.ExecContext(a.ctx, t.id, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
+			return Result{}, fmt.Errorf("insert event %d of %s/%s: %w", e.Seq, req.Tenant, req.Topic, err)
+		}
+		if err := a.fold(t.id, &e); err != nil {
+			return Result{}, fmt.Errorf("fold event %d of %s/%s into state: %w", e.Seq, req.Tenant, req.Topic, err)
+		}
+		r.Events[i] = e
+	}
+	r.Last = t.head
+	if req.IdemKey != "" {
+		if err := a.remember(req, ten, t, &r, nanos); err != nil {
+			return Result{}, err
+		}
+	}
+	return r, nil
+}

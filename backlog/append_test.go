@@ -1,0 +1,193 @@
+package backlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func one(tenant, topic string) *Append {
+	return &Append{Tenant: tenant, Topic: topic, Events: events(1)}
+}
+
+func commitOne(t *testing.T, l *SQLite, a *Append) Result {
+	t.Helper()
+	res, err := l.AppendBatch(context.Background(), []*Append{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0]
+}
+
+// A request authorized against one generation of a tenant commits only
+// while the tenant has it: not after a deletion and re-creation under the
+// same name, not after a rotation (which changes the generation).
+func TestAppendRequiresTheGenerationItWasAuthorizedAgainst(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	old, _, err := l.CreateTenant(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeleteTenant(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	renewed, _, err := l.CreateTenant(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed.ID == old.ID || renewed.Generation == old.Generation {
+		t.Fatalf("re-created tenant kept id %d or generation %d", old.ID, old.Generation)
+	}
+	stale := one("a", "x")
+	stale.RequireTenant, stale.Generation = true, old.Generation
+	if r := commitOne(t, l, stale); !errors.Is(r.Err, ErrNoTenant) {
+		t.Fatalf("a publish authorized before the deletion committed into the new tenant: %+v", r)
+	}
+	fresh := one("a", "x")
+	fresh.RequireTenant, fresh.Generation = true, renewed.Generation
+	if r := commitOne(t, l, fresh); r.Err != nil || r.First != 1 {
+		t.Fatalf("a publish of the new tenant: %+v", r)
+	}
+	// A rotation is a new generation of the same tenant.
+	if _, err := l.write.Exec(`UPDATE tenants SET generation = generation + 2 WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := commitOne(t, l, fresh); !errors.Is(r.Err, ErrNoTenant) {
+		t.Fatalf("a publish authorized before a rotation committed: %+v", r)
+	}
+	if h, _ := l.Head(ctx, "a", "x"); h != 1 {
+		t.Fatalf("head %d, want 1", h)
+	}
+}
+
+// A webhook-id is a tenant-wide key bound to its topic and request: a
+// replay to another topic, or with another type, key, op or body, appends
+// nothing; a true repeat is a duplicate; a key of an earlier incarnation
+// of the tenant's name does not count.
+func TestTenantWideKeyBindsTopicAndRequest(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	ten, _, err := l.CreateTenant(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := func(topic, hash string) *Append {
+		a := one("a", topic)
+		a.RequireTenant, a.Generation = true, ten.Generation
+		a.IdemKey, a.IdemHash, a.TenantWideKey = "msg_1", []byte(hash), true
+		return a
+	}
+	if r := commitOne(t, l, hook("audit", "h1")); r.Err != nil || r.First != 1 {
+		t.Fatalf("first delivery: %+v", r)
+	}
+	if r := commitOne(t, l, hook("audit", "h1")); !r.Duplicate || r.First != 1 {
+		t.Fatalf("redelivery: %+v", r)
+	}
+	for _, c := range []struct{ topic, hash string }{{"orders", "h1"}, {"audit", "h2"}, {"orders", "h2"}} {
+		if r := commitOne(t, l, hook(c.topic, c.hash)); !errors.Is(r.Err, ErrKeyReused) {
+			t.Fatalf("replay to %s with %s: %+v", c.topic, c.hash, r)
+		}
+	}
+	// The same key as a topic-scoped Idempotency-Key is another key.
+	plain := hook("orders", "h9")
+	plain.TenantWideKey = false
+	if r := commitOne(t, l, plain); r.Err != nil || r.First != 1 {
+		t.Fatalf("topic-scoped key: %+v", r)
+	}
+	var n int
+	if err := l.write.QueryRow(`SELECT count(*) FROM topics WHERE tenant = 'a'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("topics %d (%v): a refused replay created one", n, err)
+	}
+	if h, _ := l.Head(ctx, "a", "audit"); h != 1 {
+		t.Fatalf("audit head %d", h)
+	}
+	if err := l.DeleteTenant(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ten, _, err = l.CreateTenant(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if r := commitOne(t, l, hook("orders", "h1")); r.Err != nil || r.Duplicate || r.First != 1 {
+		t.Fatalf("the new tenant's first use of the id: %+v", r)
+	}
+}
+
+// Quotas are checked in the commit: a tenant's topics, a tenant's stored
+// bytes and a topic's state; a refused request stores nothing, and usage
+// follows what is stored.
+func TestQuotasRefuseAndStoreNothing(t *testing.T) {
+	l := openTest(t)
+	l.SetQuotas(Quotas{TenantTopics: 2, TenantBytes: 400, StateBytes: 100})
+	data := func(s string) []Event { return []Event{{Type: "m", Data: json.RawMessage(s)}} }
+	for _, topic := range []string{"x", "y"} {
+		if r := commitOne(t, l, one("a", topic)); r.Err != nil {
+			t.Fatalf("topic %s: %+v", topic, r)
+		}
+	}
+	if r := commitOne(t, l, one("a", "z")); !errors.Is(r.Err, ErrQuota) {
+		t.Fatalf("third topic: %+v", r)
+	}
+	if r := commitOne(t, l, one("b", "z")); r.Err != nil {
+		t.Fatalf("another tenant's topic: %+v", r)
+	}
+	usage := func() (b, n int64) {
+		t.Helper()
+		if err := l.write.QueryRow(`SELECT bytes, topics FROM usage WHERE tenant = 'a'`).Scan(&b, &n); err != nil {
+			t.Fatal(err)
+		}
+		return b, n
+	}
+	b0, n0 := usage()
+	if n0 != 2 || b0 != 2*int64(len(`{"n":0}`)+len("message")) {
+		t.Fatalf("usage %d bytes %d topics", b0, n0)
+	}
+	keyed := func(key, op, d string) *Append {
+		return &Append{Tenant: "a", Topic: "x", Events: []Event{{Type: "m", Key: key, Op: op, Data: json.RawMessage(d)}}}
+	}
+	big := `"` + strings.Repeat("0123456789", 11) + `"`
+	if r := commitOne(t, l, keyed("k", OpUpsert, big)); !errors.Is(r.Err, ErrQuota) {
+		t.Fatalf("state over its cap: %+v", r)
+	}
+	if r := commitOne(t, l, keyed("k", OpUpsert, `"small"`)); r.Err != nil {
+		t.Fatalf("small state: %+v", r)
+	}
+	var stateBytes int64
+	if err := l.write.QueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != int64(len("k")+len(`"small"`)) {
+		t.Fatalf("state bytes %d (%v)", stateBytes, err)
+	}
+	b1, _ := usage()
+	if want := b0 + int64(len("m")+len("k")+len(`"small"`)) + stateBytes; b1 != want {
+		t.Fatalf("usage %d, want %d", b1, want)
+	}
+	if r := commitOne(t, l, &Append{Tenant: "a", Topic: "y", Events: data(`"` + strings.Repeat("0123456789", 40) + `"`)}); !errors.Is(r.Err, ErrQuota) {
+		t.Fatalf("over the tenant's bytes: %+v", r)
+	}
+	// Deleting the key frees its state bytes even when the tenant is full.
+	if r := commitOne(t, l, keyed("k", OpDelete, `null`)); r.Err != nil {
+		t.Fatalf("delete: %+v", r)
+	}
+	if err := l.write.QueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != 0 {
+		t.Fatalf("state bytes after delete %d (%v)", stateBytes, err)
+	}
+	if h, _ := l.Head(context.Background(), "a", "y"); h != 1 {
+		t.Fatalf("a refused request was stored: head %d", h)
+	}
+}
+
+// oldest is the commit time of the oldest retained event, NULL when there
+// is none: the age pass finds old topics through it.
+func TestCommitSetsOldestOnce(t *testing.T) {
+	l := openTest(t)
+	commitOne(t, l, one("a", "x"))
+	var first, second int64
+	if err := l.write.QueryRow(`SELECT oldest FROM topics`).Scan(&first); err != nil || first == 0 {
+		t.Fatalf("oldest %d (%v)", first, err)
+	}
+	commitOne(t, l, one("a", "x"))
+	if err := l.write.QueryRow(`SELECT oldest FROM topics`).Scan(&second); err != nil || second != first {
+		t.Fatalf("oldest moved from %d to %d (%v)", first, second, err)
+	}
+}

@@ -1,0 +1,400 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"edgehub/auth"
+	"edgehub/backlog"
+	"edgehub/httpapi"
+	"edgehub/server"
+)
+
+// head reads a topic's head (and state) with a subscribe token.
+func topicView(t *testing.T, base, tenant, topic, tok string) (head int64, state string) {
+	t.Helper()
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	_, b := do(t, base, call{method: "GET", path: "/v1/tenants/" + tenant + "/topics/" + topic + "/events", header: bearer})
+	var ev struct{ Head int64 }
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("events: %s", b)
+	}
+	_, sb := do(t, base, call{method: "GET", path: "/v1/tenants/" + tenant + "/topics/" + topic + "/state", header: bearer})
+	return ev.Head, strings.TrimSpace(string(sb))
+}
+
+// The replay matrix: one webhook, signed for real and captured, replayed
+// within its 5 minutes to every variation a replayer controls (another
+// topic, type, key, op, header, Idempotency-Key, NDJSON). Only the true
+// repeat is answered (200 duplicate); nothing appends anything anywhere,
+// and no state key changes.
+func TestCapturedWebhookReplayMatrix(t *testing.T) {
+	base := authServer(t, nil)
+	tn := createTenant(t, base, "wh")
+	tok := mint(t, base, "wh", `{"publish":["*"],"subscribe":["*"]}`)
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/wh/topics/orders/notify?key=o1", body: `{"status":"paid"}`, header: bearer}); status != 201 {
+		t.Fatalf("victim state: %d %s", status, b)
+	}
+	body := `{"audit":"login"}`
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	captured := map[string]string{"webhook-id": "msg_42", "webhook-timestamp": now,
+		"webhook-signature": sign(tn.WebhookSecret, "msg_42", now, []byte(body))}
+	with := func(extra map[string]string) map[string]string {
+		h := map[string]string{}
+		for k, v := range captured {
+			h[k] = v
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/wh/topics/audit/notify", body: body, header: captured}); status != 201 || string(b) != `{"seq":1,"duplicate":false}`+"\n" {
+		t.Fatalf("the original delivery: %d %s", status, b)
+	}
+	for _, c := range []struct {
+		name   string
+		c      call
+		status int
+		code   string
+	}{
+		{"true repeat", call{path: "/v1/tenants/wh/topics/audit/notify"}, 200, ""},
+		{"as NDJSON", call{path: "/v1/tenants/wh/topics/audit/notify", ctype: "application/x-ndjson"}, 200, ""},
+		{"another topic", call{path: "/v1/tenants/wh/topics/audit2/notify"}, 422, "idempotency_key_reused"},
+		{"the victim's topic", call{path: "/v1/tenants/wh/topics/orders/notify"}, 422, "idempotency_key_reused"},
+		{"another type", call{path: "/v1/tenants/wh/topics/audit/notify?type=refund.issued"}, 422, "idempotency_key_reused"},
+		{"Event-Type header", call{path: "/v1/tenants/wh/topics/audit/notify", header: map[string]string{"Event-Type": "refund.issued"}}, 422, "idempotency_key_reused"},
+		{"a key", call{path: "/v1/tenants/wh/topics/audit/notify?key=o1"}, 422, "idempotency_key_reused"},
+		{"Event-Key header", call{path: "/v1/tenants/wh/topics/orders/notify", header: map[string]string{"Event-Key": "o2"}}, 422, "idempotency_key_reused"},
+		{"delete of a victim key", call{path: "/v1/tenants/wh/topics/orders/notify?key=o1&op=delete"}, 422, "idempotency_key_reused"},
+		{"an Idempotency-Key of its own", call{path: "/v1/tenants/wh/topics/audit/notify", header: map[string]string{"Idempotency-Key": "r1"}}, 400, "invalid_idempotency_key"},
+		{"Idempotency-Key to another topic", call{path: "/v1/tenants/wh/topics/fresh/notify", header: map[string]string{"Idempotency-Key": "r2"}}, 400, "invalid_idempotency_key"},
+	} {
+		c.c.method, c.c.body, c.c.header = "POST", body, with(c.c.header)
+		status, b := do(t, base, c.c)
+		if status != c.status || (c.code != "" && errorCode(t, b) != c.code) {
+			t.Errorf("%s: %d %s, want %d %s", c.name, status, b, c.status, c.code)
+		}
+		if c.status == 200 && string(b) != `{"seq":1,"duplicate":true}`+"\n" {
+			t.Errorf("%s: %s", c.name, b)
+		}
+	}
+	for topic, want := range map[string]int64{"audit": 1, "audit2": 0, "orders": 1, "fresh": 0} {
+		if h, _ := topicView(t, base, "wh", topic, tok); h != want {
+			t.Errorf("topic %s has head %d, want %d: a replay appended", topic, h, want)
+		}
+	}
+	if _, st := topicView(t, base, "wh", "orders", tok); st != `{"seq":1,"state":{"o1":{"status":"paid"}}}` {
+		t.Errorf("the victim's state changed: %s", st)
+	}
+	// An Idempotency-Key equal to the webhook-id is the same key.
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/wh/topics/audit/notify", body: body,
+		header: with(map[string]string{"Idempotency-Key": "msg_42"})}); status != 200 {
+		t.Errorf("Idempotency-Key equal to webhook-id: %d %s", status, b)
+	}
+}
+
+// held is a publish whose body is held open: it has passed its credential
+// check (the BeforeBody hook has run) and waits to be finished.
+type held struct {
+	w    *io.PipeWriter
+	done chan heldAnswer
+}
+
+type heldAnswer struct {
+	status int
+	body   string
+}
+
+func holdPublish(t *testing.T, base, path string, header map[string]string, started <-chan struct{}) *held {
+	t.Helper()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", base+path, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	h := &held{w: pw, done: make(chan heldAnswer, 1)}
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			h.done <- heldAnswer{status: -1, body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		h.done <- heldAnswer{status: resp.StatusCode, body: string(b)}
+	}()
+	select {
+	case <-started:
+	case <-time.After(wait):
+		t.Fatal("the publish never reached its body")
+	}
+	return h
+}
+
+func (h *held) finish(t *testing.T, body string) heldAnswer {
+	t.Helper()
+	io.WriteString(h.w, body) //nolint:errcheck // the answer tells
+	h.w.Close()
+	select {
+	case a := <-h.done:
+		return a
+	case <-time.After(wait):
+		t.Fatal("no answer")
+		panic("unreachable")
+	}
+}
+
+// A publish whose credentials were checked before its tenant was deleted
+// and created again under the same name (or rotated) never commits into
+// the tenant as it is now, with a token or with a webhook signature: the
+// commit compares the tenant's generation, not its name.
+func TestPublishStraddlingDeleteAndRecreateCommitsNothing(t *testing.T) {
+	started := make(chan struct{}, 1)
+	srvBase := startServer(t, server.Hooks{HTTP: bodyHooks(func(string, string) { started <- struct{}{} })}, func(c *server.Config) {
+		c.Dev, c.AdminKey = false, adminKey
+	})
+	for _, change := range []string{"recreate", "rotate"} {
+		for _, kind := range []string{"token", "webhook"} {
+			t.Run(change+"/"+kind, func(t *testing.T) {
+				name := "s-" + change + "-" + kind
+				tn := createTenant(t, srvBase, name)
+				var header map[string]string
+				body := `{"injected":true}`
+				if kind == "token" {
+					header = map[string]string{"Authorization": "Bearer " + mint(t, srvBase, name, `{"publish":["*"]}`)}
+				} else {
+					now := strconv.FormatInt(time.Now().Unix(), 10)
+					header = map[string]string{"webhook-id": "msg_s", "webhook-timestamp": now,
+						"webhook-signature": sign(tn.WebhookSecret, "msg_s", now, []byte(body))}
+				}
+				h := holdPublish(t, srvBase, "/v1/tenants/"+name+"/topics/x/notify", header, started)
+				if change == "recreate" {
+					if status, _ := admin(t, srvBase, "DELETE", name, ""); status != 204 {
+						t.Fatalf("delete: %d", status)
+					}
+					createTenant(t, srvBase, name)
+				} else if status, b := admin(t, srvBase, "POST", name+"/rotate", ""); status != 200 {
+					t.Fatalf("rotate: %d %s", status, b)
+				}
+				if a := h.finish(t, body); a.status != 401 {
+					t.Fatalf("the straddling publish: %d %s", a.status, a.body)
+				}
+				if head, _ := topicView(t, srvBase, name, "x", mint(t, srvBase, name, `{"subscribe":["*"]}`)); head != 0 {
+					t.Fatalf("the straddling publish committed: head %d", head)
+				}
+			})
+		}
+	}
+}
+
+// Rotation replaces both secrets: old tokens and signatures are 401 at
+// once, open streams end, the data stays and new tokens read it.
+func TestRotateRevokesCredentialsAndEndsStreams(t *testing.T) {
+	base := authServer(t, nil)
+	old := createTenant(t, base, "rot")
+	tok := mint(t, base, "rot", `{"publish":["*"],"subscribe":["*"]}`)
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	if status, _ := do(t, base, call{method: "POST", path: "/v1/tenants/rot/topics/x/notify", body: "1", header: bearer}); status != 201 {
+		t.Fatal("publish")
+	}
+	resp, err := http.Get(base + "/v1/tenants/rot/topics/x/watch?after=0&access_token=" + tok)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	fc := frames(t, resp.Body)
+	next(t, fc) // hello
+	next(t, fc) // event 1
+	status, b := admin(t, base, "POST", "rot/rotate", "")
+	var renewed backlog.Tenant
+	if err := json.Unmarshal(b, &renewed); err != nil || status != 200 || renewed.Name != "rot" ||
+		renewed.SigningSecret == old.SigningSecret || renewed.WebhookSecret == old.WebhookSecret || !strings.HasPrefix(renewed.WebhookSecret, "whsec_") {
+		t.Fatalf("rotate: %d %s", status, b)
+	}
+	select {
+	case _, open := <-fc:
+		if open {
+			t.Fatal("a frame came after the rotation")
+		}
+	case <-time.After(wait):
+		t.Fatal("the stream was not ended")
+	}
+	if status, _ := do(t, base, call{method: "GET", path: "/v1/tenants/rot/topics/x/events", header: bearer}); status != 401 {
+		t.Fatalf("old token after rotation: %d", status)
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	oldHook := map[string]string{"webhook-id": "m1", "webhook-timestamp": now, "webhook-signature": sign(old.WebhookSecret, "m1", now, []byte("2"))}
+	if status, _ := do(t, base, call{method: "POST", path: "/v1/tenants/rot/topics/x/notify", body: "2", header: oldHook}); status != 401 {
+		t.Fatalf("old webhook secret after rotation: %d", status)
+	}
+	newHook := map[string]string{"webhook-id": "m1", "webhook-timestamp": now, "webhook-signature": sign(renewed.WebhookSecret, "m1", now, []byte("2"))}
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/rot/topics/x/notify", body: "2", header: newHook}); status != 201 {
+		t.Fatalf("new webhook secret: %d %s", status, b)
+	}
+	if head, _ := topicView(t, base, "rot", "x", mint(t, base, "rot", `{"subscribe":["*"]}`)); head != 2 {
+		t.Fatalf("data after rotation: head %d", head)
+	}
+	if status, b := admin(t, base, "POST", "nosuch/rotate", ""); status != 404 || errorCode(t, b) != "unknown_tenant" {
+		t.Fatalf("rotate of an unknown tenant: %d %s", status, b)
+	}
+}
+
+// Tokens live at most --max-token-ttl: the admin API refuses a longer
+// ttl, and a self-signed token whose exp lies further ahead is 401.
+func TestTokenLifetimeIsCapped(t *testing.T) {
+	base := authServer(t, func(c *server.Config) { c.MaxTokenTTL = 24 * time.Hour })
+	tn := createTenant(t, base, "ttl")
+	if status, b := admin(t, base, "POST", "ttl/tokens", `{"subscribe":["*"],"ttl":"25h"}`); status != 400 || errorCode(t, b) != "invalid_ttl" {
+		t.Fatalf("ttl over the cap: %d %s", status, b)
+	}
+	mint(t, base, "ttl", `{"subscribe":["*"],"ttl":"24h"}`)
+	selfSigned := func(exp time.Time) string {
+		c := auth.Claims{Tenant: "ttl", Subscribe: []string{"*"}, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(exp)}}
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(tn.SigningSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for exp, want := range map[time.Duration]int{23 * time.Hour: 200, 48 * time.Hour: 401, 8000 * 24 * time.Hour: 401} {
+		if status, _ := do(t, base, call{method: "GET", path: "/v1/tenants/ttl/topics/x/events",
+			header: map[string]string{"Authorization": "Bearer " + selfSigned(time.Now().Add(exp))}}); status != want {
+			t.Errorf("self-signed token living %v: %d, want %d", exp, status, want)
+		}
+	}
+}
+
+// Every 401 of a tenant route reads the same, so an answer never tells
+// whether a tenant exists.
+func TestEvery401ReadsTheSame(t *testing.T) {
+	base := authServer(t, nil)
+	createTenant(t, base, "known")
+	other := createTenant(t, base, "other")
+	expired := func() string {
+		c := auth.Claims{Tenant: "known", Subscribe: []string{"*"}, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Hour))}}
+		s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(other.SigningSecret))
+		return s
+	}()
+	var first string
+	for name, c := range map[string]call{
+		"no token, tenant exists":  {path: "/v1/tenants/known/topics/x/events"},
+		"no token, no tenant":      {path: "/v1/tenants/nosuch/topics/x/events"},
+		"bad token":                {path: "/v1/tenants/known/topics/x/events", header: map[string]string{"Authorization": "Bearer nope"}},
+		"bad token, no tenant":     {path: "/v1/tenants/nosuch/topics/x/events", header: map[string]string{"Authorization": "Bearer nope"}},
+		"expired token":            {path: "/v1/tenants/known/topics/x/events", header: map[string]string{"Authorization": "Bearer " + expired}},
+		"publish without anything": {method: "POST", path: "/v1/tenants/known/topics/x/notify", body: "1"},
+		"publish, no tenant":       {method: "POST", path: "/v1/tenants/nosuch/topics/x/notify", body: "1"},
+	} {
+		if c.method == "" {
+			c.method = "GET"
+		}
+		status, b := do(t, base, c)
+		if status != 401 || errorCode(t, b) != "unauthorized" {
+			t.Errorf("%s: %d %s", name, status, b)
+			continue
+		}
+		if first == "" {
+			first = string(b)
+		} else if string(b) != first {
+			t.Errorf("%s: %s differs from %s", name, b, first)
+		}
+	}
+}
+
+// With --cors-origins '*', pages of any origin get a literal '*', the
+// admin API is never offered to any page, and answers vary by Origin.
+func TestCORSWildcardSparesTheAdminAPI(t *testing.T) {
+	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.CORSOrigins, c.AdminKey = []string{"*"}, adminKey })
+	get := func(method, path string, header map[string]string) *http.Response {
+		req, _ := http.NewRequest(method, base+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if r := get("GET", "/v1/tenants/t/topics/x/events", map[string]string{"Origin": "https://any.example"}); r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("wildcard answer: %v", r.Header)
+	}
+	if r := get("OPTIONS", "/v1/admin/tenants/x", map[string]string{"Origin": "null", "Access-Control-Request-Method": "DELETE"}); r.Header.Get("Access-Control-Allow-Origin") != "" || r.StatusCode == 204 {
+		t.Fatalf("admin preflight allowed: %d %v", r.StatusCode, r.Header)
+	}
+	if r := get("GET", "/v1/admin/tenants/x", map[string]string{"Origin": "https://any.example", "Authorization": "Bearer " + adminKey}); r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("admin answer offered to a page: %v", r.Header)
+	}
+	if r := get("GET", "/healthz", nil); r.Header.Get("Vary") != "Origin" {
+		t.Fatalf("no Vary: Origin without an Origin: %v", r.Header)
+	}
+}
+
+// Publish bodies in flight are bounded server-wide: past the budget a
+// publish is 429 overloaded with Retry-After and stores nothing; once the
+// held one is answered, there is room again.
+func TestPublishBodiesInFlightAreBounded(t *testing.T) {
+	started := make(chan struct{}, 1)
+	base := startServer(t, server.Hooks{HTTP: bodyHooks(func(string, string) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	})}, func(c *server.Config) { c.MaxPublishBytes = 1 << 20 })
+	h := holdPublish(t, base, "/v1/tenants/t/topics/held/notify", nil, started)
+	resp, err := http.Post(base+"/v1/tenants/t/topics/x/notify", "application/json", strings.NewReader(`{"a":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || errorCode(t, b) != "overloaded" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("publish past the budget: %d %s %v", resp.StatusCode, b, resp.Header)
+	}
+	if a := h.finish(t, `{"held":1}`); a.status != 201 {
+		t.Fatalf("held publish: %d %s", a.status, a.body)
+	}
+	if seq := publish(t, base, "x", `{"a":1}`); seq != 1 {
+		t.Fatalf("after the budget freed: seq %d (the refused one was stored)", seq)
+	}
+}
+
+// Quotas answer 429 quota_exceeded with Retry-After and store nothing.
+func TestQuotaRefusalsOverHTTP(t *testing.T) {
+	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.MaxTenantTopics, c.MaxStateBytes = 1, 64 })
+	publish(t, base, "one", "1")
+	resp, err := http.Post(base+"/v1/tenants/t/topics/two/notify", "application/json", strings.NewReader("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || errorCode(t, b) != "quota_exceeded" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second topic: %d %s %v", resp.StatusCode, b, resp.Header)
+	}
+	status, b := do(t, base, call{method: "POST", path: "/v1/tenants/t/topics/one/notify?key=k", body: `"` + strings.Repeat("x", 100) + `"`})
+	if status != 429 || errorCode(t, b) != "quota_exceeded" {
+		t.Fatalf("state over its cap: %d %s", status, b)
+	}
+	_, b = do(t, base, call{method: "GET", path: "/v1/tenants/t/topics/one/state"})
+	if strings.TrimSpace(string(b)) != `{"seq":1,"state":{}}` {
+		t.Fatalf("state after refusals: %s", b)
+	}
+}
+
+func bodyHooks(beforeBody func(tenant, topic string)) httpapi.Hooks {
+	return httpapi.Hooks{BeforeBody: beforeBody}
+}
