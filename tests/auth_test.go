@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -61,4 +62,39 @@ func TestProductionModeEndToEnd(t *testing.T) {
 func isAPIError(err error, status int, code string) bool {
 	ae, ok := err.(*client.APIError)
 	return ok && ae.Status == status && ae.Code == code
+}
+
+// The admin key read from --admin-key-file works and raises no warning;
+// given on the command line it works but is warned about, since every
+// local user can read a process's arguments.
+func TestAdminKeyFromAFileAndTheCommandLine(t *testing.T) {
+	key := strings.Repeat("k", 40)
+	file := t.TempDir() + "/admin-key"
+	if err := os.WriteFile(file, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put := func(p *proc) int {
+		req, _ := http.NewRequest("PUT", p.base+"/v1/admin/tenants/acme", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	fromFile := startAt(t, binary, nil, t.TempDir(), "127.0.0.1:0", "--admin-key-file", file)
+	if status := put(fromFile); status != 201 {
+		t.Fatalf("admin key from a file: %d", status)
+	}
+	if strings.Contains(fromFile.logText(), "command line") {
+		t.Fatalf("a key from a file was warned about: %s", fromFile.logText())
+	}
+	onArgv := startAt(t, binary, nil, t.TempDir(), "127.0.0.1:0", "--admin-key", key)
+	if status := put(onArgv); status != 201 {
+		t.Fatalf("admin key on the command line: %d", status)
+	}
+	if !strings.Contains(onArgv.logText(), "given on the command line") {
+		t.Fatalf("no warning for a key on the command line: %s", onArgv.logText())
+	}
 }
