@@ -79,6 +79,7 @@ func TestTrimByAge(t *testing.T) {
 	now = now.Add(time.Hour)
 	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "mixed", Events: events(2)}}) //nolint:errcheck // checked by reads
 	now = now.Add(30 * time.Minute)
+	settleOldest(t, l)
 	if n, err := l.TrimByAge(ctx, time.Hour); err != nil || n != 2 {
 		t.Fatalf("trimmed %d topics: %v", n, err)
 	}
@@ -88,6 +89,7 @@ func TestTrimByAge(t *testing.T) {
 			t.Errorf("%s: trimmed %d, %d events; want %v", topic, p.Trimmed, len(p.Events), want)
 		}
 	}
+	checkOldest(t, l)
 }
 
 // An idempotency key is remembered until its TTL, then a request with it
