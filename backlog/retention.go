@@ -8,157 +8,266 @@ import (
 	"time"
 )
 
-// purgeChunk is how many sequence numbers one purge transaction covers:
-// small enough that a publish waiting for the writer waits milliseconds.
+// purgeChunk is how many rows one purge transaction deletes at most: small
+// enough that a publish waiting for the writer waits milliseconds.
 const purgeChunk = 5000
 
-// Retention says what the log keeps. Zero Events or Age keeps everything
-// by that measure.
-type Retention struct {
-	Events         int64
-	Age            time.Duration
-	IdempotencyTTL time.Duration
-}
+// topicChunk is how many topics one listing of the age pass or the purge
+// returns, and so how many topics one age transaction moves at most.
+const topicChunk = 500
+
+// keyChunk is how many expired keys one transaction deletes at most.
+const keyChunk = 5000
+
+// The listings and the count trim are constants so that tests can check
+// their query plans: each must be a SEARCH of its index, never a SCAN of
+// topics, so that idle topics cost nothing.
+const (
+	// trimByCountSQL moves the trim point of the topics over the limit
+	// (?1) and sets oldest to the time of the first event kept. It finds
+	// them through the expression index topics_over (head - trimmed).
+	trimByCountSQL = `UPDATE topics SET trimmed = head - ?1,
+		oldest = (SELECT e.time FROM events e WHERE e.topic_id = topics.id AND e.seq = topics.head - ?1 + 1)
+		WHERE head - trimmed > ?1`
+	// listAgedSQL lists topics whose oldest retained event was committed
+	// before ?1, through the partial index topics_oldest.
+	listAgedSQL = `SELECT id FROM topics WHERE oldest < ?1 ORDER BY oldest LIMIT ?2`
+	// listToPurgeSQL lists topics with trimmed rows not yet deleted, after
+	// id ?1, through the partial index topics_to_purge.
+	listToPurgeSQL = `SELECT id FROM topics INDEXED BY topics_to_purge WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`
+	// eventBytesSQL is what an event row weighs in usage.bytes; the commit
+	// adds the same measure.
+	eventBytesSQL = `coalesce(sum(length(data) + length(type) + length(key)), 0)`
+)
 
 // TrimByCount moves the trim point of every topic holding more than n
 // events so that readers see exactly the newest n. The rows go later, in
-// Purge. It returns how many topics were trimmed.
+// Purge. One statement, through an index of head - trimmed, so that its
+// cost is the topics over the limit, not all topics. It returns how many
+// topics were trimmed.
 func (s *SQLite) TrimByCount(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, nil
 	}
-	res, err := s.write.ExecContext(ctx, `UPDATE topics SET trimmed = head - ? WHERE head - trimmed > ?`, n, n)
+	res, err := s.write.ExecContext(ctx, trimByCountSQL, n)
 	if err != nil {
-		return 0, fmt.Errorf("trim by count: %w", err)
+		return 0, fmt.Errorf("trim by count to %d: %w", n, err)
 	}
-	return res.RowsAffected()
+	moved, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("count topics trimmed to %d: %w", n, err)
+	}
+	return moved, nil
 }
 
 // TrimByAge moves the trim point of every topic past its events committed
-// before now-age. The search runs on a read snapshot; only the move takes
-// the writer, and it never moves a trim point back.
-func (s *SQLite) TrimByAge(ctx context.Context, age time.Duration) (int, error) {
+// before now-age. It finds them through topics.oldest, a chunk of topics
+// at a time, and moves each chunk in one write transaction that reads each
+// topic's row again: a topic deleted (or changed) since the listing is
+// acted on as it is now, never as it was. The cost grows with the topics
+// and events it trims, not with the number of topics. It returns how many
+// topics were trimmed.
+func (s *SQLite) TrimByAge(ctx context.Context, age time.Duration) (int64, error) {
 	if age <= 0 {
 		return 0, nil
 	}
 	cutoff := s.now().Add(-age).UnixNano()
-	moves, err := s.agedOut(ctx, cutoff)
-	if err != nil {
-		return 0, err
-	}
-	for id, to := range moves {
-		if _, err := s.write.ExecContext(ctx, `UPDATE topics SET trimmed = max(trimmed, ?) WHERE id = ?`, to, id); err != nil {
-			return 0, fmt.Errorf("trim topic %d by age: %w", id, err)
+	var trimmed int64
+	for {
+		ids, err := s.listTopics(ctx, listAgedSQL, cutoff)
+		if err != nil || len(ids) == 0 {
+			return trimmed, err
+		}
+		s.beforeTx("age")
+		n, err := s.trimAged(ctx, ids, cutoff)
+		trimmed += n
+		if err != nil || len(ids) < topicChunk {
+			return trimmed, err
 		}
 	}
-	return len(moves), nil
 }
 
-// agedOut finds, per topic, the newest sequence number committed before
-// cutoff. Sequence numbers and commit times rise together, so the first
-// young event bounds the old ones; the scan covers only old rows.
-func (s *SQLite) agedOut(ctx context.Context, cutoff int64) (map[int64]int64, error) {
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("begin age scan: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only
-	type topic struct{ id, trimmed, head int64 }
-	var topics []topic
-	rows, err := tx.QueryContext(ctx, `SELECT id, trimmed, head FROM topics WHERE head > trimmed`)
-	if err != nil {
-		return nil, fmt.Errorf("list topics for age: %w", err)
-	}
-	for rows.Next() {
-		var t topic
-		if err := rows.Scan(&t.id, &t.trimmed, &t.head); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("scan topic for age: %w", err)
-		}
-		topics = append(topics, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list topics for age: %w", err)
-	}
-	moves := map[int64]int64{}
-	for _, t := range topics {
-		var young int64
-		err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
-			ORDER BY seq LIMIT 1`, t.id, t.trimmed, cutoff).Scan(&young)
-		to := young - 1
-		if errors.Is(err, sql.ErrNoRows) {
-			to = t.head
-		} else if err != nil {
-			return nil, fmt.Errorf("find young events of topic %d: %w", t.id, err)
-		}
-		if to > t.trimmed {
-			moves[t.id] = to
-		}
-	}
-	return moves, nil
-}
-
-// Purge deletes the rows at or below each topic's trim point, a chunk per
-// transaction, so a million-row trim never holds the writer for long. It
-// returns the number of rows deleted.
-func (s *SQLite) Purge(ctx context.Context) (int64, error) {
-	type topic struct{ id, trimmed, purged int64 }
-	var topics []topic
-	rows, err := s.read.QueryContext(ctx, `SELECT id, trimmed, purged FROM topics WHERE trimmed > purged`)
-	if err != nil {
-		return 0, fmt.Errorf("list topics to purge: %w", err)
-	}
-	for rows.Next() {
-		var t topic
-		if err := rows.Scan(&t.id, &t.trimmed, &t.purged); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan topic to purge: %w", err)
-		}
-		topics = append(topics, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("list topics to purge: %w", err)
-	}
-	var deleted int64
-	for _, t := range topics {
-		for from := t.purged; from < t.trimmed; from += purgeChunk {
-			to := min(from+purgeChunk, t.trimmed)
-			n, err := s.purgeRange(ctx, t.id, from, to)
-			if err != nil {
-				return deleted, err
-			}
-			deleted += n
-		}
-	}
-	return deleted, nil
-}
-
-func (s *SQLite) purgeRange(ctx context.Context, topicID, from, to int64) (int64, error) {
+// trimAged moves the listed topics past their events older than cutoff in
+// one transaction. Each topic it looks at leaves the listing (its oldest
+// becomes >= cutoff or NULL), so TrimByAge's loop ends.
+func (s *SQLite) trimAged(ctx context.Context, ids []int64, cutoff int64) (int64, error) {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("begin purge: %w", err)
+		return 0, fmt.Errorf("begin age trim: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`, topicID, from, to)
-	if err != nil {
-		return 0, fmt.Errorf("purge topic %d %d..%d: %w", topicID, from+1, to, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE topics SET purged = ? WHERE id = ?`, to, topicID); err != nil {
-		return 0, fmt.Errorf("record purge of topic %d: %w", topicID, err)
+	var moved int64
+	for _, id := range ids {
+		var head, trimmed int64
+		var oldest sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT head, trimmed, oldest FROM topics WHERE id = ?`, id).
+			Scan(&head, &trimmed, &oldest)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read topic %d for age trim: %w", id, err)
+		}
+		if !oldest.Valid || oldest.Int64 >= cutoff {
+			continue // trimmed or changed since the listing
+		}
+		to, next := head, sql.NullInt64{}
+		var young int64
+		err = tx.QueryRowContext(ctx, `SELECT seq, time FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
+			ORDER BY seq LIMIT 1`, id, trimmed, cutoff).Scan(&young, &next.Int64)
+		switch {
+		case err == nil:
+			to, next.Valid = young-1, true
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, fmt.Errorf("find young events of topic %d: %w", id, err)
+		}
+		to = max(trimmed, min(to, head))
+		if _, err := tx.ExecContext(ctx, `UPDATE topics SET trimmed = ?, oldest = ? WHERE id = ?`, to, next, id); err != nil {
+			return 0, fmt.Errorf("trim topic %d by age: %w", id, err)
+		}
+		if to > trimmed {
+			moved++
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit purge of topic %d: %w", topicID, err)
+		return 0, fmt.Errorf("commit age trim of %d topics: %w", len(ids), err)
 	}
-	return res.RowsAffected()
+	return moved, nil
 }
 
-// ExpireKeys forgets idempotency keys older than ttl.
-func (s *SQLite) ExpireKeys(ctx context.Context, ttl time.Duration) (int64, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM idempotency WHERE created < ?`, s.now().Add(-ttl).UnixNano())
+// listTopics runs a topic listing (listAgedSQL or listToPurgeSQL) on the
+// read pool: the writer is not held while it runs.
+func (s *SQLite) listTopics(ctx context.Context, query string, arg int64) ([]int64, error) {
+	rows, err := s.read.QueryContext(ctx, query, arg, topicChunk)
 	if err != nil {
-		return 0, fmt.Errorf("expire idempotency keys: %w", err)
+		return nil, fmt.Errorf("list topics for retention: %w", err)
 	}
-	return res.RowsAffected()
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan topic for retention: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list topics for retention: %w", err)
+	}
+	return ids, nil
+}
+
+// beforeTx calls the test hook, if any.
+func (s *SQLite) beforeTx(duty string) {
+	if s.BeforeRetentionTx != nil {
+		s.BeforeRetentionTx(duty)
+	}
+}
+
+// Purge deletes the rows at or below each topic's trim point, at most
+// purgeChunk rows per transaction, so a million-row trim never holds the
+// writer for long. Each transaction reads the topic's row again and acts
+// on what it holds then; it also takes the rows' bytes off the tenant's
+// usage. It returns the number of rows deleted.
+func (s *SQLite) Purge(ctx context.Context) (int64, error) {
+	var deleted, after int64
+	for {
+		ids, err := s.listTopics(ctx, listToPurgeSQL, after)
+		if err != nil {
+			return deleted, err
+		}
+		for _, id := range ids {
+			for more := true; more; {
+				s.beforeTx("purge")
+				var n int64
+				n, more, err = s.purgeStep(ctx, id)
+				deleted += n
+				if err != nil {
+					return deleted, err
+				}
+			}
+		}
+		if len(ids) < topicChunk {
+			return deleted, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// purgeStep deletes the next chunk of trimmed rows of a topic, reading its
+// trim and purge points inside the transaction, and tells whether more
+// remain. A topic no longer in topics is skipped: its id is never reused,
+// and a deleted tenant's rows are PurgeDoomed's.
+func (s *SQLite) purgeStep(ctx context.Context, id int64) (int64, bool, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("begin purge of topic %d: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var tenant string
+	var trimmed, purged int64
+	err = tx.QueryRowContext(ctx, `SELECT tenant, trimmed, purged FROM topics WHERE id = ?`, id).Scan(&tenant, &trimmed, &purged)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read topic %d for purge: %w", id, err)
+	}
+	if trimmed <= purged {
+		return 0, false, nil
+	}
+	to := min(purged+purgeChunk, trimmed)
+	var bytes int64
+	if err := tx.QueryRowContext(ctx, `SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`,
+		id, purged, to).Scan(&bytes); err != nil {
+		return 0, false, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`, id, purged, to)
+	if err != nil {
+		return 0, false, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, fmt.Errorf("count purge of topic %d: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE topics SET purged = ? WHERE id = ?`, to, id); err != nil {
+		return 0, false, fmt.Errorf("record purge of topic %d: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE usage SET bytes = bytes - ? WHERE tenant = ?`, bytes, tenant); err != nil {
+		return 0, false, fmt.Errorf("take purge of topic %d off the usage of %s: %w", id, tenant, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("commit purge of topic %d: %w", id, err)
+	}
+	return n, to < trimmed, nil
+}
+
+// ExpireKeys forgets idempotency keys and webhook ids older than ttl, at
+// most keyChunk per transaction, so a day's worth of keys expiring at once
+// never holds the writer for long. It returns how many it forgot.
+func (s *SQLite) ExpireKeys(ctx context.Context, ttl time.Duration) (int64, error) {
+	before := s.now().Add(-ttl).UnixNano()
+	var expired int64
+	for _, q := range []struct{ table, sql string }{
+		{"idempotency", `DELETE FROM idempotency WHERE (topic_id, key) IN
+			(SELECT topic_id, key FROM idempotency WHERE created < ?1 LIMIT ?2)`},
+		{"webhook_keys", `DELETE FROM webhook_keys WHERE (tenant, key) IN
+			(SELECT tenant, key FROM webhook_keys WHERE created < ?1 LIMIT ?2)`},
+	} {
+		for {
+			res, err := s.write.ExecContext(ctx, q.sql, before, keyChunk)
+			if err != nil {
+				return expired, fmt.Errorf("expire %s: %w", q.table, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return expired, fmt.Errorf("count expired %s: %w", q.table, err)
+			}
+			expired += n
+			if n < keyChunk {
+				break
+			}
+		}
+	}
+	return expired, nil
 }

@@ -88,6 +88,7 @@ func TestTrimByAge(t *testing.T) {
 			t.Errorf("%s: trimmed %d, %d events; want %v", topic, p.Trimmed, len(p.Events), want)
 		}
 	}
+	checkOldest(t, l)
 }
 
 // An idempotency key is remembered until its TTL, then a request with it

@@ -25,6 +25,11 @@ type SQLite struct {
 	read   *sql.DB
 	now    func() time.Time
 	quotas Quotas
+	// BeforeRetentionTx, when set, is called by retention and by the purge
+	// of deleted tenants after they have read what to do and before each
+	// write transaction that does it ("age", "purge" or "doomed"), so tests
+	// can hold that window open and change the data inside it.
+	BeforeRetentionTx func(duty string)
 }
 
 // OpenSQLite opens (creating if needed) the backlog in dir and migrates it.

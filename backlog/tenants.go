@@ -69,33 +69,230 @@ func (s *SQLite) Tenant(ctx context.Context, name string) (Tenant, error) {
 	return t, nil
 }
 
-// DeleteTenant removes the tenant and every topic, event, key and state of
-// it in one transaction.
+// DeleteTenant removes the tenant in one short transaction, whatever it
+// stores: its row, its usage and its topics go (so new requests are
+// refused and its names are free again), and its topic ids are written to
+// doomed_topics, whose events, state and keys PurgeDoomed removes later in
+// small chunks. Topic ids are never reused, so that purge cannot reach a
+// topic created after this. It returns ErrNoTenant when the tenant had no
+// row; its topics (dev mode has tenants without rows) are still removed.
 func (s *SQLite) DeleteTenant(ctx context.Context, name string) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin delete of tenant %s: %w", name, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	res, err := tx.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
-	if err != nil {
+	var id int64
+	err = tx.QueryRowContext(ctx, `DELETE FROM tenants WHERE name = ? RETURNING id`, name).Scan(&id)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("delete tenant %s: %w", name, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNoTenant
-	}
-	for _, table := range []string{"events", "state", "idempotency"} {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE topic_id IN (SELECT id FROM topics WHERE tenant = ?)`, name); err != nil {
-			return fmt.Errorf("delete %s of tenant %s: %w", table, name, err)
+	found := err == nil
+	for _, step := range []struct{ what, sql string }{
+		{"usage", `DELETE FROM usage WHERE tenant = ?1`},
+		{"doomed topics", `INSERT INTO doomed_topics (id) SELECT id FROM topics WHERE tenant = ?1`},
+		{"doomed webhook keys", `INSERT INTO doomed_tenants (name, id, deleted) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING`},
+		{"topics", `DELETE FROM topics WHERE tenant = ?1`},
+	} {
+		if _, err := tx.ExecContext(ctx, step.sql, name, id, s.now().UnixNano()); err != nil {
+			return fmt.Errorf("delete %s of tenant %s: %w", step.what, name, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM topics WHERE tenant = ?`, name); err != nil {
-		return fmt.Errorf("delete topics of tenant %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit delete of tenant %s: %w", name, err)
 	}
+	if !found {
+		return ErrNoTenant
+	}
 	return nil
+}
+
+// PurgeDoomed removes what deleted tenants left: the events, state and
+// idempotency keys of doomed topics and the webhook keys of doomed
+// tenants, at most purgeChunk rows per transaction, so other tenants'
+// commits run between chunks. Once a batch of doomed topics is empty it
+// checkpoints the WAL with TRUNCATE before it forgets them: with
+// secure_delete on, the deleted data is then gone from the database file
+// and from the WAL, and a checkpoint that readers kept from finishing is
+// tried again next time. It returns the number of rows removed.
+func (s *SQLite) PurgeDoomed(ctx context.Context) (int64, error) {
+	var removed int64
+	for {
+		ids, names, err := s.listDoomed(ctx)
+		if err != nil || len(ids)+len(names) == 0 {
+			return removed, err
+		}
+		for _, id := range ids {
+			for more := true; more; {
+				s.beforeTx("doomed")
+				var n int64
+				n, err = s.purgeDoomedTopic(ctx, id)
+				removed += n
+				if err != nil {
+					return removed, err
+				}
+				more = n > 0
+			}
+		}
+		for _, t := range names {
+			for more := true; more; {
+				s.beforeTx("doomed")
+				res, err := s.write.ExecContext(ctx, `DELETE FROM webhook_keys WHERE tenant = ?1 AND key IN
+					(SELECT key FROM webhook_keys WHERE tenant = ?1 AND tenant_id = ?2 AND created <= ?3 LIMIT ?4)`,
+					t.name, t.id, t.deleted, purgeChunk)
+				if err != nil {
+					return removed, fmt.Errorf("purge webhook keys of deleted tenant %s: %w", t.name, err)
+				}
+				n, err := res.RowsAffected()
+				if err != nil {
+					return removed, fmt.Errorf("count purged webhook keys of deleted tenant %s: %w", t.name, err)
+				}
+				removed += n
+				more = n > 0
+			}
+		}
+		if err := s.checkpoint(ctx); err != nil {
+			return removed, err
+		}
+		if err := s.forgetDoomed(ctx, ids, names); err != nil {
+			return removed, err
+		}
+	}
+}
+
+// doomedTenant is a row of doomed_tenants.
+type doomedTenant struct {
+	name        string
+	id, deleted int64
+}
+
+// listDoomed reads a batch of doomed topics and tenants.
+func (s *SQLite) listDoomed(ctx context.Context) ([]int64, []doomedTenant, error) {
+	ids, err := s.listTopics(ctx, `SELECT id FROM doomed_topics WHERE id > ?1 ORDER BY id LIMIT ?2`, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT name, id, deleted FROM doomed_tenants LIMIT ?`, topicChunk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list deleted tenants: %w", err)
+	}
+	defer rows.Close()
+	var names []doomedTenant
+	for rows.Next() {
+		var t doomedTenant
+		if err := rows.Scan(&t.name, &t.id, &t.deleted); err != nil {
+			return nil, nil, fmt.Errorf("scan deleted tenant: %w", err)
+		}
+		names = append(names, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list deleted tenants: %w", err)
+	}
+	return ids, names, nil
+}
+
+// purgeDoomedTopic deletes up to purgeChunk rows of a doomed topic, events
+// first, then state, then idempotency keys, in one transaction, and
+// returns how many it deleted: 0 means none are left.
+func (s *SQLite) purgeDoomedTopic(ctx context.Context, id int64) (int64, error) {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin purge of deleted topic %d: %w", id, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var deleted int64
+	for _, q := range []struct{ table, sql string }{
+		{"events", `DELETE FROM events WHERE topic_id = ?1 AND seq IN
+			(SELECT seq FROM events WHERE topic_id = ?1 ORDER BY seq LIMIT ?2)`},
+		{"state", `DELETE FROM state WHERE topic_id = ?1 AND key IN
+			(SELECT key FROM state WHERE topic_id = ?1 LIMIT ?2)`},
+		{"idempotency", `DELETE FROM idempotency WHERE topic_id = ?1 AND key IN
+			(SELECT key FROM idempotency WHERE topic_id = ?1 LIMIT ?2)`},
+	} {
+		if deleted == purgeChunk {
+			break
+		}
+		res, err := tx.ExecContext(ctx, q.sql, id, purgeChunk-deleted)
+		if err != nil {
+			return 0, fmt.Errorf("purge %s of deleted topic %d: %w", q.table, id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("count purged %s of deleted topic %d: %w", q.table, id, err)
+		}
+		deleted += n
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit purge of deleted topic %d: %w", id, err)
+	}
+	return deleted, nil
+}
+
+// checkpoint copies the WAL into the database and truncates it, so that
+// the pages that held deleted data before secure_delete zeroed them do not
+// stay readable in the WAL. It fails when readers kept it from finishing.
+func (s *SQLite) checkpoint(ctx context.Context) error {
+	var busy, frames, copied int64
+	if err := s.write.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
+		return fmt.Errorf("checkpoint after purging deleted tenants: %w", err)
+	}
+	if busy != 0 {
+		return fmt.Errorf("checkpoint after purging deleted tenants: readers kept it from finishing (%d of %d frames copied); it is tried again on the next purge", copied, frames)
+	}
+	return nil
+}
+
+// forgetDoomed deletes the doomed rows whose data is gone.
+func (s *SQLite) forgetDoomed(ctx context.Context, ids []int64, names []doomedTenant) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin forgetting deleted tenants: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM doomed_topics WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("forget deleted topic %d: %w", id, err)
+		}
+	}
+	for _, t := range names {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM doomed_tenants WHERE name = ? AND id = ? AND deleted = ?`,
+			t.name, t.id, t.deleted); err != nil {
+			return fmt.Errorf("forget deleted tenant %s: %w", t.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit forgetting deleted tenants: %w", err)
+	}
+	return nil
+}
+
+// Rotate gives the tenant new signing and webhook secrets and a new
+// generation, keeping its id: tokens and webhook signatures made with the
+// old secrets stop verifying, and a request authorized before the rotation
+// no longer commits. It returns ErrNoTenant for an unknown tenant.
+func (s *SQLite) Rotate(ctx context.Context, name string) (Tenant, error) {
+	signing, err := secret(32)
+	if err != nil {
+		return Tenant{}, err
+	}
+	webhook, err := secret(24)
+	if err != nil {
+		return Tenant{}, err
+	}
+	gen, err := generation()
+	if err != nil {
+		return Tenant{}, err
+	}
+	t := Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}
+	err = s.write.QueryRowContext(ctx, `UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
+		WHERE name = ? RETURNING id`, t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Tenant{}, ErrNoTenant
+	}
+	if err != nil {
+		return Tenant{}, fmt.Errorf("rotate secrets of tenant %s: %w", name, err)
+	}
+	return t, nil
 }
 
 // generation makes a tenant's random generation: positive, so that the

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -10,43 +11,86 @@ import (
 // the contract's "at least 24 hours", restarts included.
 const IdempotencyTTL = 24 * time.Hour
 
-// ageEvery is how many retention rounds pass between age checks; with a
-// one-second round the contract's "at least once a minute" holds.
+// ageEvery is how many count rounds one age round lasts; with a one-second
+// round the contract's "at least once a minute" holds.
 const ageEvery = 30
 
-// RunRetention applies retention once: count trimming, then (withAge) age
-// trimming and key expiry, then the purge of trimmed rows. It runs in its
-// own goroutine, never in a hub, and tests call it to trim at a chosen
-// moment.
+// RunRetention applies retention once, now: with withAge the age trim and
+// key expiry first, then the count trim, the purge of trimmed rows and of
+// deleted tenants' data. Tests call it to trim at a chosen moment.
 func (s *Server) RunRetention(ctx context.Context, withAge bool) error {
+	var errs []error
+	if withAge {
+		errs = append(errs, s.ageRound(ctx))
+	}
+	return errors.Join(append(errs, s.countRound(ctx))...)
+}
+
+// countRound trims by count and purges; it runs every second, so removal
+// by count is within the contract's 5 s of the commit that passes the
+// limit, and a deleted tenant's data starts going at once.
+func (s *Server) countRound(ctx context.Context) error {
 	var errs []error
 	if _, err := s.log.TrimByCount(ctx, s.cfg.RetentionEvents); err != nil {
 		errs = append(errs, err)
-	}
-	if withAge {
-		if _, err := s.log.TrimByAge(ctx, s.cfg.RetentionAge); err != nil {
-			errs = append(errs, err)
-		}
-		if _, err := s.log.ExpireKeys(ctx, IdempotencyTTL); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	n, err := s.log.Purge(ctx)
 	s.metrics.Trimmed.Add(float64(n))
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := s.log.PurgeDoomed(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
-// retain runs retention every round until ctx ends.
+// ageRound trims by age and forgets expired keys; the rows it trims are
+// purged by the next count round.
+func (s *Server) ageRound(ctx context.Context) error {
+	var errs []error
+	if _, err := s.log.TrimByAge(ctx, s.cfg.RetentionAge); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := s.log.ExpireKeys(ctx, IdempotencyTTL); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// retain runs the count round every period and the age round every
+// ageEvery periods, each in its own goroutine (as etcd's watchable store
+// runs one loop per duty): a long age pass never delays count trimming.
+// Both share the writer a transaction at a time. It returns, closing
+// s.retained, once ctx ends and both loops have stopped.
 func (s *Server) retain(ctx context.Context, every time.Duration) {
 	defer close(s.retained)
+	var wg sync.WaitGroup
+	for _, duty := range []struct {
+		name  string
+		every time.Duration
+		round func(context.Context) error
+	}{
+		{"count retention", every, s.countRound},
+		{"age retention", every * ageEvery, s.ageRound},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.repeat(ctx, duty.name, duty.every, duty.round)
+		}()
+	}
+	wg.Wait()
+}
+
+// repeat runs round at once and then every period until ctx ends, logging
+// its errors.
+func (s *Server) repeat(ctx context.Context, name string, every time.Duration, round func(context.Context) error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for round := 0; ; round++ {
-		if err := s.RunRetention(ctx, round%ageEvery == 0); err != nil && ctx.Err() == nil {
-			s.logger.Error("retention", "err", err)
+	for {
+		if err := round(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Error(name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
