@@ -54,9 +54,15 @@ func TestChaosCatchesInjectedFaults(t *testing.T) {
 	}
 	for _, fault := range []string{"register-late", "drop-slow", "replay-after-live", "answer-before-commit"} {
 		t.Run(fault, func(t *testing.T) {
-			r := runChaos(t, chaosOptions{bin: bin, env: []string{"EDGEHUB_FAULT=" + fault}, duration: 8 * time.Second,
-				kill9Only: fault == "answer-before-commit"})
-			t.Log(r.summary())
+			// A fault shows only when its window is hit (replay-after-live
+			// needs a commit while a stream catches up), which a loaded
+			// machine makes rarer: up to three rounds to show it.
+			var r *chaosRun
+			for round := 0; round < 3 && (r == nil || len(r.violations) == 0); round++ {
+				r = runChaos(t, chaosOptions{bin: bin, env: []string{"EDGEHUB_FAULT=" + fault}, duration: 8 * time.Second,
+					kill9Only: fault == "answer-before-commit"})
+				t.Log(r.summary())
+			}
 			if len(r.violations) == 0 {
 				t.Fatalf("the checker found nothing with %s injected", fault)
 			}
