@@ -79,10 +79,13 @@ type Log interface {
 	// request, or an error for the whole batch (nothing committed).
 	AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error)
 	// Read returns up to limit events with seq > after, in order, with the
-	// head and trim point read in the same transaction. A page may stop
-	// short of limit when its data is large: only an empty page, or a
-	// page that reaches the head, says there is no more.
-	Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error)
+	// head and trim point read in the same transaction. It stops before the
+	// event that would take the page's data past maxBytes, though a page
+	// always holds one event if there is one: the caller, not the topic,
+	// decides how much a page may hold. So a page may stop short of limit:
+	// only an empty page, or a page that reaches the head, says there is
+	// no more.
+	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
 	// State returns the topic's state and the head it folds, read in one
 	// transaction.
 	State(ctx context.Context, tenant, topic string) (State, error)

@@ -11,6 +11,10 @@ import (
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
+	// answerBytes bounds the event data of one read answer, as the contract
+	// allows (short pages are not the end), so that what a read costs the
+	// server does not grow with the size of the topic's events.
+	answerBytes = 1 << 20
 )
 
 type gapRange struct {
@@ -49,7 +53,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		}
 		limit = n
 	}
-	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit)
+	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
 	if err != nil {
 		s.deps.Logger.Error("read events", "tenant", tenant, "topic", topic, "err", err)
 		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the backlog could not be read"))

@@ -139,8 +139,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	}
 }
 
-// flushBytes is how much a catching-up stream buffers before it writes.
-const flushBytes = 64 << 10
+const (
+	// flushBytes is how much a stream buffers before it writes.
+	flushBytes = 64 << 10
+	// catchUpBytes bounds the event data of one catch-up page: a stream
+	// that stops reading while it catches up holds about this much.
+	catchUpBytes = 256 << 10
+)
 
 // pump writes one stream's frames. It alternates between two modes: live,
 // writing what the hub queued, and catching up, reading the backlog in
@@ -223,7 +228,7 @@ func (p *pump) appendItem(it *hub.Item) {
 // that read; the hub decides whether that is still its head.
 func (p *pump) catchUp(ctx context.Context) error {
 	for {
-		page, err := p.s.deps.Log.Read(ctx, p.tenant, p.topic, p.pos, p.s.cfg.PageSize)
+		page, err := p.s.deps.Log.Read(ctx, p.tenant, p.topic, p.pos, p.s.cfg.PageSize, catchUpBytes)
 		if err != nil {
 			return fmt.Errorf("catch up %s/%s after %d: %w", p.tenant, p.topic, p.pos, err)
 		}
