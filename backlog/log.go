@@ -2,7 +2,6 @@ package backlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 )
 
@@ -59,16 +58,12 @@ type Page struct {
 }
 
 // State is a topic's keyed state as of sequence Seq: the latest data of
-// every key not deleted since, in key order.
+// every key not deleted since, in key order, encoded as the state answer's
+// body and the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
+// because that is all a reader does with it and one copy is what it costs.
 type State struct {
 	Seq  int64
-	Keys []KeyData
-}
-
-// KeyData is one key of a State.
-type KeyData struct {
-	Key  string
-	Data json.RawMessage
+	JSON []byte
 }
 
 // Log is the durable, per-topic numbered event log.
@@ -87,8 +82,11 @@ type Log interface {
 	// no more.
 	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
 	// State returns the topic's state and the head it folds, read in one
-	// transaction.
-	State(ctx context.Context, tenant, topic string) (State, error)
+	// transaction. Before it reads the keys it calls admit with the bytes
+	// the encoded state will take (and again if it takes more), so that
+	// the caller can refuse a state it has no room for; admit's error ends
+	// the read, wrapped.
+	State(ctx context.Context, tenant, topic string, admit func(n int64) error) (State, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

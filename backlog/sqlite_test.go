@@ -237,3 +237,34 @@ func TestReadBoundsAPageInBytes(t *testing.T) {
 		t.Fatalf("paging 10 events two at a time took %d pages, want 5", n)
 	}
 }
+
+// State asks admit for the bytes of its answer before it reads a key, and
+// in all for at least what the answer holds even when the topic's
+// state_bytes says less (here it is set to 0): a caller that takes them
+// from a budget holds what it answers with. A refusal ends the read.
+func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	evs := make([]Event, 300)
+	for i := range evs {
+		evs[i] = Event{Type: "message", Key: fmt.Sprintf("k%03d", i), Op: OpUpsert, Data: json.RawMessage(`1`)}
+	}
+	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.write.Exec(`UPDATE topics SET state_bytes = 0`); err != nil {
+		t.Fatal(err)
+	}
+	var admitted int64
+	st, err := l.State(ctx, "a", "x", func(n int64) error { admitted += n; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(st.JSON) || admitted < int64(len(st.JSON)) {
+		t.Fatalf("admitted %d bytes for a %d-byte answer (valid %v)", admitted, len(st.JSON), json.Valid(st.JSON))
+	}
+	refusal := errors.New("no room")
+	if _, err := l.State(ctx, "a", "x", func(int64) error { return refusal }); !errors.Is(err, refusal) {
+		t.Fatalf("a refused admit: %v", err)
+	}
+}

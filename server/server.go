@@ -53,6 +53,10 @@ type Config struct {
 	HeaderTimeout    time.Duration
 	IdleTimeout      time.Duration
 	MaxHeaderBytes   int
+	// MaxReadBytes bounds the bytes of read answers held at once, across
+	// the server (0: no bound); a read past it is 429 overloaded and a
+	// catching-up stream waits.
+	MaxReadBytes int64
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
@@ -69,6 +73,7 @@ func Defaults() Config {
 		WriteTimeout: time.Minute, StreamBuffer: 1 << 20, IdleAfter: 30 * time.Second,
 		MaxStreams: 10000, MaxTenantStreams: 1000, PublishRate: 5000, PublishBurst: 10000,
 		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		MaxReadBytes: 256 << 20,
 	}
 }
 
@@ -169,7 +174,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Log: log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
 		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
 			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
-		Ready: s.ready.Load,
+		Ready:      s.ready.Load,
+		ReadBudget: limits.NewBudget(cfg.MaxReadBytes, "read answers"),
 	}, hooks.HTTP)
 	if !cfg.Dev && cfg.AdminKey == "" {
 		logger.Warn("no --admin-key: no tenant can be created, so every tenant route answers 401")
@@ -178,6 +184,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Handler:           s.api.Handler(),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		ReadTimeout:       time.Minute,
+		WriteTimeout:      cfg.WriteTimeout, // a backstop: handlers set their own, streams one per flush
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
