@@ -55,7 +55,7 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 			return st, fmt.Errorf("scan state of %s/%s: %w", tenant, topic, err)
 		}
 		if need := int64(len(b) + len(key) + len(data) + 4 + 2); need > admitted {
-			more := max(need-admitted, admitted/4)
+			more := max(need-admitted, admitted) // doubling: few copies when state_bytes says too little
 			if err := admit(more); err != nil {
 				return st, fmt.Errorf("admit %d more bytes of the state of %s/%s: %w", more, tenant, topic, err)
 			}

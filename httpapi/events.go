@@ -61,10 +61,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	// One event larger than a page is read alone; it needs more.
-	if size := pageBytes(page.Events); size > taken && s.refuseRead(w, h.try(size-taken), "events", tenant, topic) {
+	size := pageBytes(page.Events)
+	if size > taken && s.refuseRead(w, h.try(size-taken), "events", tenant, topic) {
 		return
 	}
-	body := appendReadAnswer(make([]byte, 0, pageBytes(page.Events)), page, after)
+	body := appendReadAnswer(make([]byte, 0, size), page, after)
 	s.writeAnswer(w, body)
 }
 

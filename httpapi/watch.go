@@ -386,7 +386,10 @@ func (p *pump) flush(extra ...[]byte) error {
 	if err := p.rc.SetWriteDeadline(deadline); err != nil {
 		return fmt.Errorf("set write deadline: %w", err)
 	}
-	for _, b := range append([][]byte{p.buf}, extra...) {
+	if _, err := p.w.Write(p.buf); err != nil {
+		return fmt.Errorf("write frames: %w", err)
+	}
+	for _, b := range extra {
 		if _, err := p.w.Write(b); err != nil {
 			return fmt.Errorf("write frames: %w", err)
 		}
