@@ -77,6 +77,7 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 	return st, nil
 }
 
+// appendStateStart appends the answer up to its first key.
 func appendStateStart(b []byte, seq int64) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, seq, 10)

@@ -23,6 +23,7 @@ type overloaded struct{ refusal *limits.Refusal }
 
 func (o *overloaded) Error() string { return o.refusal.Message }
 
+// hold starts an empty hold on the server's read budget.
 func (s *Server) hold() *readHold { return &readHold{budget: s.deps.ReadBudget} }
 
 // try takes n more bytes if they are free now, for an answer that has not
