@@ -49,7 +49,7 @@ func BenchmarkReadPage(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p, err := l.Read(b.Context(), "a", "x", int64(i%9)*1000, 1000)
+		p, err := l.Read(b.Context(), "a", "x", int64(i%9)*1000, 1000, 4<<20)
 		if err != nil || len(p.Events) != 1000 {
 			b.Fatal(err, len(p.Events))
 		}

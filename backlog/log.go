@@ -2,7 +2,6 @@ package backlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 )
 
@@ -59,16 +58,12 @@ type Page struct {
 }
 
 // State is a topic's keyed state as of sequence Seq: the latest data of
-// every key not deleted since, in key order.
+// every key not deleted since, in key order, encoded as the state answer's
+// body and the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
+// because that is all a reader does with it and one copy is what it costs.
 type State struct {
 	Seq  int64
-	Keys []KeyData
-}
-
-// KeyData is one key of a State.
-type KeyData struct {
-	Key  string
-	Data json.RawMessage
+	JSON []byte
 }
 
 // Log is the durable, per-topic numbered event log.
@@ -79,13 +74,19 @@ type Log interface {
 	// request, or an error for the whole batch (nothing committed).
 	AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error)
 	// Read returns up to limit events with seq > after, in order, with the
-	// head and trim point read in the same transaction. A page may stop
-	// short of limit when its data is large: only an empty page, or a
-	// page that reaches the head, says there is no more.
-	Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error)
+	// head and trim point read in the same transaction. It stops before the
+	// event that would take the page's data past maxBytes, though a page
+	// always holds one event if there is one: the caller, not the topic,
+	// decides how much a page may hold. So a page may stop short of limit:
+	// only an empty page, or a page that reaches the head, says there is
+	// no more.
+	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
 	// State returns the topic's state and the head it folds, read in one
-	// transaction.
-	State(ctx context.Context, tenant, topic string) (State, error)
+	// transaction. Before it reads the keys it calls admit with the bytes
+	// the encoded state will take (and again if it takes more), so that
+	// the caller can refuse a state it has no room for; admit's error ends
+	// the read, wrapped.
+	State(ctx context.Context, tenant, topic string, admit func(n int64) error) (State, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

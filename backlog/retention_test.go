@@ -23,15 +23,15 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.State(ctx, "a", "x")
+	st, err := l.State(ctx, "a", "x", func(int64) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(st.AppendJSON(nil)); got != `{"seq":6,"state":{"k1":"one","k3":[3]}}` {
+	if got := string(st.JSON); got != `{"seq":6,"state":{"k1":"one","k3":[3]}}` {
 		t.Fatalf("state %s", got)
 	}
-	empty, _ := l.State(ctx, "a", "none")
-	if got := string(empty.AppendJSON(nil)); got != `{"seq":0,"state":{}}` {
+	empty, _ := l.State(ctx, "a", "none", func(int64) error { return nil })
+	if got := string(empty.JSON); got != `{"seq":0,"state":{}}` {
 		t.Fatalf("empty state %s", got)
 	}
 }
@@ -48,7 +48,7 @@ func TestTrimByCountThenPurge(t *testing.T) {
 	if n, err := l.TrimByCount(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("trim: %d %v", n, err)
 	}
-	p, err := l.Read(ctx, "a", "x", 10, 1000)
+	p, err := l.Read(ctx, "a", "x", 10, 1000, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestTrimByAge(t *testing.T) {
 		t.Fatalf("trimmed %d topics: %v", n, err)
 	}
 	for topic, want := range map[string][2]int64{"old": {5, 0}, "mixed": {3, 2}} {
-		p, _ := l.Read(ctx, "a", topic, 0, 100)
+		p, _ := l.Read(ctx, "a", topic, 0, 100, 1<<20)
 		if p.Trimmed != want[0] || int64(len(p.Events)) != want[1] {
 			t.Errorf("%s: trimmed %d, %d events; want %v", topic, p.Trimmed, len(p.Events), want)
 		}

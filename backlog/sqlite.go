@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -130,8 +131,10 @@ func (s *SQLite) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, 
 }
 
 // Read returns a page after a position from one read transaction, so the
-// head and trim point agree with the rows.
-func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, limit int) (Page, error) {
+// head and trim point agree with the rows. The page ends before the event
+// that would take its data past maxBytes, but holds at least one event:
+// what a reader holds is bounded by its caller, not by the topic.
+func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error) {
 	var p Page
 	tx, t, err := s.readTopic(ctx, tenant, topic)
 	if tx == nil || err != nil {
@@ -153,24 +156,20 @@ func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, li
 	for rows.Next() {
 		var e Event
 		var nanos int64
-		var data []byte
+		var data sql.RawBytes // copied only if the event joins the page
 		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data); err != nil {
 			return p, fmt.Errorf("scan event of %s/%s: %w", tenant, topic, err)
 		}
-		e.Time = time.Unix(0, nanos).UTC()
-		e.Data = data
-		p.Events = append(p.Events, e)
-		if size += len(data); size >= maxPageBytes {
+		if len(p.Events) > 0 && size+len(data) > maxBytes {
 			break
 		}
+		size += len(data)
+		e.Time = time.Unix(0, nanos).UTC()
+		e.Data = bytes.Clone(data)
+		p.Events = append(p.Events, e)
 	}
 	if err := rows.Err(); err != nil {
 		return p, fmt.Errorf("read events of %s/%s: %w", tenant, topic, err)
 	}
 	return p, nil
 }
-
-// maxPageBytes ends a page early when its events' data add up to this
-// much, so that a page of large events does not sit whole in memory; a
-// short page is then not the end, which readers already allow for.
-const maxPageBytes = 4 << 20

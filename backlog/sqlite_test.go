@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -49,7 +50,7 @@ func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
 	if h, _ := l.Head(ctx, "a", "x"); h != 5 {
 		t.Errorf("head of x = %d, want 5", h)
 	}
-	p, err := l.Read(ctx, "a", "x", 0, 100)
+	p, err := l.Read(ctx, "a", "x", 0, 100, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestReadPagesAfterPosition(t *testing.T) {
 	}
 	var got []int64
 	for after := int64(0); ; {
-		p, err := l.Read(ctx, "a", "x", after, 10)
+		p, err := l.Read(ctx, "a", "x", after, 10, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestReadPagesAfterPosition(t *testing.T) {
 	if len(got) != 25 || got[0] != 1 || got[24] != 25 {
 		t.Fatalf("paged read got %v", got)
 	}
-	p, _ := l.Read(ctx, "a", "nothing", 0, 10)
+	p, _ := l.Read(ctx, "a", "nothing", 0, 10, 1<<20)
 	if p.Head != 0 || len(p.Events) != 0 {
 		t.Fatalf("unknown topic: %+v", p)
 	}
@@ -193,7 +194,77 @@ func TestAppendRefusesADeletedTenant(t *testing.T) {
 	if err != nil || !errors.Is(res[0].Err, ErrNoTenant) || res[1].Err != nil || res[1].First != 1 {
 		t.Fatalf("got %+v %v", res, err)
 	}
-	if p, _ := l.Read(ctx, "a", "x", 0, 10); p.Head != 0 || len(p.Events) != 0 {
+	if p, _ := l.Read(ctx, "a", "x", 0, 10, 1<<20); p.Head != 0 || len(p.Events) != 0 {
 		t.Fatalf("the deleted tenant has data: %+v", p)
+	}
+}
+
+// A page ends before the event that would take its data past maxBytes,
+// holds one event however large it is, and paging on from next reaches
+// every event: the caller bounds what it holds, whatever the topic holds.
+func TestReadBoundsAPageInBytes(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	evs := make([]Event, 10)
+	for i := range evs {
+		evs[i] = Event{Type: "big", Data: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)} // 1002 bytes
+	}
+	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Read(ctx, "a", "x", 0, 100, 3500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 3 || p.Head != 10 {
+		t.Fatalf("a 3500-byte page of 1002-byte events holds %d events (head %d), want 3", len(p.Events), p.Head)
+	}
+	if p, _ = l.Read(ctx, "a", "x", 3, 100, 10); len(p.Events) != 1 || p.Events[0].Seq != 4 {
+		t.Fatalf("a page smaller than one event holds %d events, want event 4 alone", len(p.Events))
+	}
+	n := 0
+	for after := int64(0); ; n++ {
+		p, err := l.Read(ctx, "a", "x", after, 100, 2004)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Events) == 0 {
+			break
+		}
+		after = p.Events[len(p.Events)-1].Seq
+	}
+	if n != 5 {
+		t.Fatalf("paging 10 events two at a time took %d pages, want 5", n)
+	}
+}
+
+// State asks admit for the bytes of its answer before it reads a key, and
+// in all for at least what the answer holds even when the topic's
+// state_bytes says less (here it is set to 0): a caller that takes them
+// from a budget holds what it answers with. A refusal ends the read.
+func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	evs := make([]Event, 300)
+	for i := range evs {
+		evs[i] = Event{Type: "message", Key: fmt.Sprintf("k%03d", i), Op: OpUpsert, Data: json.RawMessage(`1`)}
+	}
+	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.write.Exec(`UPDATE topics SET state_bytes = 0`); err != nil {
+		t.Fatal(err)
+	}
+	var admitted int64
+	st, err := l.State(ctx, "a", "x", func(n int64) error { admitted += n; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(st.JSON) || admitted < int64(len(st.JSON)) {
+		t.Fatalf("admitted %d bytes for a %d-byte answer (valid %v)", admitted, len(st.JSON), json.Valid(st.JSON))
+	}
+	refusal := errors.New("no room")
+	if _, err := l.State(ctx, "a", "x", func(int64) error { return refusal }); !errors.Is(err, refusal) {
+		t.Fatalf("a refused admit: %v", err)
 	}
 }

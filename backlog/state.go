@@ -2,54 +2,84 @@ package backlog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 )
 
+// stateFrame is the most the answer adds around the keys: {"seq":S,"state":{}}
+// with S at its widest.
+const stateFrame = 64
+
 // State reads the topic's state and head in one read transaction, so the
-// state is exactly the fold of events 1..Seq.
-func (s *SQLite) State(ctx context.Context, tenant, topic string) (State, error) {
+// state is exactly the fold of events 1..Seq, and encodes it as it reads,
+// so a large state is in memory once. admit is called in the transaction,
+// before any key is read, with the bytes the answer will take as the
+// topic's state_bytes tells (keys and data, plus their punctuation), and
+// again with more if the rows go past that: the caller takes them from its
+// budget, and an error from admit (wrapped in the one returned) ends the
+// read before the bytes are allocated.
+func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n int64) error) (State, error) {
 	var st State
 	tx, t, err := s.readTopic(ctx, tenant, topic)
-	if tx == nil || err != nil {
+	if err != nil {
 		return st, err
 	}
+	if tx == nil {
+		st.JSON = append(appendStateStart(nil, 0), "}}"...)
+		return st, nil
+	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
-	id := t.id
 	st.Seq = t.head
-	rows, err := tx.QueryContext(ctx, `SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`, id)
+	var size int64
+	if err := tx.QueryRowContext(ctx, `SELECT state_bytes FROM topics WHERE id = ?`, t.id).Scan(&size); err != nil {
+		return st, fmt.Errorf("read state size of %s/%s: %w", tenant, topic, err)
+	}
+	// Each key adds 4 bytes of quotes, colon and comma; an eighth covers
+	// them for keys and data of 32 bytes or more.
+	admitted := size + size/8 + stateFrame
+	if err := admit(admitted); err != nil {
+		return st, fmt.Errorf("admit the %d-byte state of %s/%s: %w", admitted, tenant, topic, err)
+	}
+	b := appendStateStart(make([]byte, 0, admitted), st.Seq)
+	rows, err := tx.QueryContext(ctx, `SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`, t.id)
 	if err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
 	}
 	defer rows.Close()
+	first := true
 	for rows.Next() {
-		var kd KeyData
-		var data []byte
-		if err := rows.Scan(&kd.Key, &data); err != nil {
+		var key string
+		var data sql.RawBytes // appended, never copied on its own
+		if err := rows.Scan(&key, &data); err != nil {
 			return st, fmt.Errorf("scan state of %s/%s: %w", tenant, topic, err)
 		}
-		kd.Data = data
-		st.Keys = append(st.Keys, kd)
+		if need := int64(len(b) + len(key) + len(data) + 4 + 2); need > admitted {
+			more := max(need-admitted, admitted) // doubling: few copies when state_bytes says too little
+			if err := admit(more); err != nil {
+				return st, fmt.Errorf("admit %d more bytes of the state of %s/%s: %w", more, tenant, topic, err)
+			}
+			admitted += more
+			b = append(make([]byte, 0, admitted), b...)
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = strconv.AppendQuote(b, key) // keys are plain ASCII by the name rules
+		b = append(b, ':')
+		b = append(b, data...)
 	}
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
 	}
+	st.JSON = append(b, "}}"...)
 	return st, nil
 }
 
-// AppendJSON appends {"seq":S,"state":{...}}, the body of the state answer
-// and of the snapshot frame, built by hand so a large state is one buffer.
-func (st *State) AppendJSON(b []byte) []byte {
+// appendStateStart appends the answer up to its first key.
+func appendStateStart(b []byte, seq int64) []byte {
 	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, st.Seq, 10)
-	b = append(b, `,"state":{`...)
-	for i, kd := range st.Keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendQuote(b, kd.Key) // keys are plain ASCII by the name rules
-		b = append(b, ':')
-		b = append(b, kd.Data...)
-	}
-	return append(b, "}}"...)
+	b = strconv.AppendInt(b, seq, 10)
+	return append(b, `,"state":{`...)
 }

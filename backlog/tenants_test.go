@@ -111,7 +111,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	if n := count(t, l, `SELECT count(*) FROM webhook_keys WHERE tenant = 'other'`); n != 1 {
 		t.Fatalf("other's webhook key: %d rows", n)
 	}
-	if p, err := l.Read(ctx, "other", "x", 0, 100); err != nil || len(p.Events) != 4 {
+	if p, err := l.Read(ctx, "other", "x", 0, 100, 1<<20); err != nil || len(p.Events) != 4 {
 		t.Fatalf("other's topic: %d events, %v", len(p.Events), err)
 	}
 	if again, err := l.PurgeDoomed(ctx); err != nil || again != 0 {
@@ -179,7 +179,7 @@ func TestDeletedTenantLeavesNoBytesOnDisk(t *testing.T) {
 	if onDisk() {
 		t.Fatal("the deleted tenant's data is still readable in edgehub.db or edgehub.db-wal")
 	}
-	if p, err := l.Read(ctx, "keep", "y", 0, 100); err != nil || len(p.Events) != 50 {
+	if p, err := l.Read(ctx, "keep", "y", 0, 100, 1<<20); err != nil || len(p.Events) != 50 {
 		t.Fatalf("keep/y: %d events, %v", len(p.Events), err)
 	}
 }

@@ -2,30 +2,31 @@ package httpapi
 
 import (
 	"edgehub/auth"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"edgehub/backlog"
 )
 
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
+	// answerBytes bounds the event data of one read answer, as the contract
+	// allows (short pages are not the end), so that what a read costs the
+	// server does not grow with the size of the topic's events.
+	answerBytes = 1 << 20
+	// envelopeBytes is more than an envelope adds to its event's data, type
+	// and key (seq, time, field names), and than the answer adds around
+	// the envelopes: what a page's answer may take is known before it is
+	// read.
+	envelopeBytes = 160
 )
 
-type gapRange struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-}
-
-type readAnswer struct {
-	Events    []json.RawMessage `json:"events"`
-	Head      int64             `json:"head"`
-	NextAfter int64             `json:"next_after"`
-	Gap       *gapRange         `json:"gap,omitempty"`
-}
-
-// events is the polling read: a page of envelopes after a position.
+// events is the polling read: a page of envelopes after a position. The
+// bytes its answer may take are taken from the read budget before the page
+// is read (429 overloaded if they are not free), the answer is built once,
+// by hand, and written under the write deadline; then they are given back.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
@@ -49,23 +50,64 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		}
 		limit = n
 	}
-	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit)
-	if err != nil {
-		s.deps.Logger.Error("read events", "tenant", tenant, "topic", topic, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the backlog could not be read"))
+	h := s.hold()
+	defer h.release()
+	taken := int64(answerBytes + envelopeBytes*(limit+1))
+	if s.refuseRead(w, h.try(taken), "events", tenant, topic) {
 		return
 	}
-	ans := readAnswer{Events: make([]json.RawMessage, len(page.Events)), Head: page.Head, NextAfter: after}
-	if page.Trimmed > after {
-		ans.Gap = &gapRange{From: after + 1, To: page.Trimmed}
+	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
+	if s.refuseRead(w, err, "events", tenant, topic) {
+		return
 	}
-	for i := range page.Events {
-		ans.Events[i] = page.Events[i].AppendEnvelope(nil)
+	// One event larger than a page is read alone; it needs more.
+	size := pageBytes(page.Events)
+	if size > taken && s.refuseRead(w, h.try(size-taken), "events", tenant, topic) {
+		return
 	}
+	body := appendReadAnswer(make([]byte, 0, size), page, after)
+	s.writeAnswer(w, body)
+}
+
+// pageBytes is what the envelopes of events take, at most, once encoded,
+// with the answer or frames around them.
+func pageBytes(events []backlog.Event) int64 {
+	n := int64(envelopeBytes)
+	for i := range events {
+		e := &events[i]
+		n += int64(len(e.Data) + len(e.Type) + len(e.Key) + envelopeBytes)
+	}
+	return n
+}
+
+// appendReadAnswer appends {"events":[...],"head":H,"next_after":N,"gap":...}
+// and a newline. Each event is dropped from the page once encoded, so the
+// page and the answer are not both held whole.
+func appendReadAnswer(b []byte, page backlog.Page, after int64) []byte {
+	next := after
 	if n := len(page.Events); n > 0 {
-		ans.NextAfter = page.Events[n-1].Seq
+		next = page.Events[n-1].Seq
 	}
-	writeJSON(w, http.StatusOK, ans)
+	b = append(b, `{"events":[`...)
+	for i := range page.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = page.Events[i].AppendEnvelope(b)
+		page.Events[i] = backlog.Event{}
+	}
+	b = append(b, `],"head":`...)
+	b = strconv.AppendInt(b, page.Head, 10)
+	b = append(b, `,"next_after":`...)
+	b = strconv.AppendInt(b, next, 10)
+	if page.Trimmed > after {
+		b = append(b, `,"gap":{"from":`...)
+		b = strconv.AppendInt(b, after+1, 10)
+		b = append(b, `,"to":`...)
+		b = strconv.AppendInt(b, page.Trimmed, 10)
+		b = append(b, '}')
+	}
+	return append(b, "}\n"...)
 }
 
 // parseLimit reads a positive decimal integer and caps it at maxLimit,

@@ -63,6 +63,10 @@ type Deps struct {
 	Logger        *slog.Logger
 	// Ready tells /readyz whether the backlog and actors are up.
 	Ready func() bool
+	// ReadBudget bounds the bytes of read answers (/events, /state, snapshot
+	// frames, catch-up pages) that the server holds at once, however many
+	// clients stop reading; nil turns it off.
+	ReadBudget *limits.Budget
 }
 
 // Hooks let tests hold a request inside a race window. Nil in production.
@@ -108,6 +112,9 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
 	}
+	if deps.ReadBudget == nil {
+		deps.ReadBudget = limits.NewBudget(0, "read answers")
+	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, ending: make(chan struct{}), pumps: map[*pump]struct{}{}}
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
@@ -150,7 +157,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 }
 
 // Handler is the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.cors(s.router) }
+func (s *Server) Handler() http.Handler { return s.withWriteDeadline(s.cors(s.router)) }
 
 // EndStreams ends every open stream after its current frame, as SIGTERM
 // asks; http.Server.Shutdown then sees their connections go idle.

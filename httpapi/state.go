@@ -5,19 +5,20 @@ import (
 	"net/http"
 )
 
-// state answers the topic's state and the sequence it folds.
+// state answers the topic's state and the sequence it folds. Its bytes are
+// taken from the read budget inside the read, before the keys are read
+// (429 overloaded if they are not free), and given back once the answer is
+// written under the write deadline.
 func (s *Server) state(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	st, err := s.deps.Log.State(r.Context(), tenant, topic)
-	if err != nil {
-		s.deps.Logger.Error("read state", "tenant", tenant, "topic", topic, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's state could not be read"))
+	h := s.hold()
+	defer h.release()
+	st, err := s.deps.Log.State(r.Context(), tenant, topic, h.try)
+	if s.refuseRead(w, err, "state", tenant, topic) {
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(append(st.AppendJSON(nil), '\n')) //nolint:errcheck // the client may be gone
+	s.writeAnswer(w, st.JSON, []byte{'\n'})
 }

@@ -54,12 +54,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	// state and its sequence come from one read transaction, and the stream
 	// registers at that position, catching up if the hub is already past
 	// it. A stream with a position has the state already and gets none.
+	// Its bytes are taken from the read budget before the keys are read
+	// (429 overloaded if they are not free) and held until the snapshot
+	// frame is flushed.
 	var snap *backlog.State
+	snapHold := s.hold()
+	defer snapHold.release()
 	if v := r.URL.Query().Get("snapshot"); fromNow && (v == "1" || v == "true") {
-		st, err := s.deps.Log.State(r.Context(), tenant, topic)
-		if err != nil {
-			s.deps.Logger.Error("read state", "tenant", tenant, "topic", topic, "err", err)
-			writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's state could not be read"))
+		st, err := s.deps.Log.State(r.Context(), tenant, topic, snapHold.try)
+		if s.refuseRead(w, err, "state", tenant, topic) {
 			return
 		}
 		snap, after, fromNow = &st, st.Seq, false
@@ -116,7 +119,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	p := &pump{
 		s: s, w: w, rc: http.NewResponseController(w), st: st, hubPID: joined.Hub,
 		tenant: tenant, topic: topic, pos: joined.Position, live: joined.Position >= joined.Head,
+		page: s.hold(),
 	}
+	defer p.page.release()
 	s.track(p)
 	defer s.untrack(p)
 	p.heartbeat = time.NewTimer(s.cfg.Heartbeat)
@@ -128,20 +133,28 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 		head = max(head, snap.Seq)
 	}
 	p.buf = sse.Open(s.cfg.Retry, head, joined.Position)
+	var snapData [][]byte
 	if snap != nil {
-		p.buf = sse.AppendSnapshot(p.buf, snap)
+		p.buf = sse.AppendSnapshotStart(p.buf, snap.Seq)
+		snapData = [][]byte{snap.JSON, sse.FrameEnd}
 	}
-	if err := p.flush(); err != nil {
+	if err := p.flush(snapData...); err != nil {
 		return
 	}
+	snapHold.release()
 	err := p.run(r.Context())
 	if err != nil && !errors.Is(err, errStreamEnded) && !errors.Is(err, context.Canceled) {
 		s.deps.Logger.Debug("stream closed", "tenant", tenant, "topic", topic, "position", p.pos, "err", err)
 	}
 }
 
-// flushBytes is how much a catching-up stream buffers before it writes.
-const flushBytes = 64 << 10
+const (
+	// flushBytes is how much a stream buffers before it writes.
+	flushBytes = 64 << 10
+	// catchUpBytes bounds the event data of one catch-up page: a stream
+	// that stops reading while it catches up holds about this much.
+	catchUpBytes = 256 << 10
+)
 
 // pump writes one stream's frames. It alternates between two modes: live,
 // writing what the hub queued, and catching up, reading the backlog in
@@ -157,6 +170,7 @@ type pump struct {
 
 	pos       int64 // the newest sequence number written (or skipped by a gap)
 	live      bool
+	page      *readHold // the read budget's bytes of the catch-up page being written
 	buf       []byte
 	delivered int
 	heartbeat *time.Timer
@@ -193,7 +207,9 @@ func (p *pump) run(ctx context.Context) error {
 func (p *pump) drain() error {
 	items, demoted, ended := p.st.Take()
 	for _, it := range items {
-		p.appendItem(it)
+		if err := p.appendItem(it); err != nil {
+			return err
+		}
 	}
 	if err := p.flush(); err != nil {
 		return err
@@ -208,25 +224,40 @@ func (p *pump) drain() error {
 	return nil
 }
 
-// appendItem queues a live event's frame. Items come in order from the hub;
-// one at or below the position was already written and is skipped.
-func (p *pump) appendItem(it *hub.Item) {
+// appendItem queues a live event's frame, writing what is buffered first
+// if the frame would take the buffer past flushBytes. Items come in order
+// from the hub; one at or below the position was already written and is
+// skipped.
+func (p *pump) appendItem(it *hub.Item) error {
 	if it.Event.Seq <= p.pos && !faults.On("replay-after-live") {
-		return
+		return nil
+	}
+	if err := p.makeRoom(len(it.Frame)); err != nil {
+		return err
 	}
 	p.buf = append(p.buf, it.Frame...)
 	p.pos = it.Event.Seq
 	p.delivered++
+	return nil
+}
+
+// makeRoom writes what is buffered if n more bytes would take the buffer
+// past flushBytes; a frame larger than that is buffered alone.
+func (p *pump) makeRoom(n int) error {
+	if len(p.buf) > 0 && len(p.buf)+n > flushBytes {
+		return p.flush()
+	}
+	return nil
 }
 
 // catchUp writes the backlog after the position, page by page, then asks
-// the hub to go live. A short page means the backlog's head was reached at
-// that read; the hub decides whether that is still its head.
+// the hub to go live. A page that reaches the head as it was read ends the
+// reading; the hub decides whether that is still its head.
 func (p *pump) catchUp(ctx context.Context) error {
 	for {
-		page, err := p.s.deps.Log.Read(ctx, p.tenant, p.topic, p.pos, p.s.cfg.PageSize)
+		page, err := p.readPage(ctx)
 		if err != nil {
-			return fmt.Errorf("catch up %s/%s after %d: %w", p.tenant, p.topic, p.pos, err)
+			return err
 		}
 		if page.Trimmed > p.pos {
 			p.buf = sse.AppendGap(p.buf, p.pos+1, page.Trimmed)
@@ -234,20 +265,20 @@ func (p *pump) catchUp(ctx context.Context) error {
 		}
 		for i := range page.Events {
 			if e := &page.Events[i]; e.Seq > p.pos {
+				if err := p.makeRoom(sse.EventFrameBound(e)); err != nil {
+					return err
+				}
 				p.buf = sse.AppendEvent(p.buf, e)
 				p.pos = e.Seq
 				p.delivered++
 			}
-			if len(p.buf) >= flushBytes {
-				if err := p.flush(); err != nil {
-					return err
-				}
-			}
+			page.Events[i] = backlog.Event{} // its frame holds it now
 		}
 		if err := p.flush(); err != nil {
 			return err
 		}
-		if len(page.Events) < p.s.cfg.PageSize {
+		p.page.release()
+		if len(page.Events) == 0 || p.pos >= page.Head {
 			break
 		}
 		if p.s.hooks.BetweenPages != nil {
@@ -287,11 +318,64 @@ func (p *pump) catchUp(ctx context.Context) error {
 	}
 }
 
-// flush writes whatever frames are buffered, whole, under a fresh write
-// deadline: a client that stops reading holds only its own goroutine, and
-// for no longer than the write timeout.
-func (p *pump) flush() error {
-	if len(p.buf) == 0 {
+// readPage reads the next catch-up page with its bytes taken from the read
+// budget, waiting for them if other answers hold it all, so that many
+// streams catching up at once hold no more than the budget. The bytes of a
+// page of catchUpBytes are taken before it is read; a page of one larger
+// event takes the rest if it is free now, and otherwise waits for it
+// without holding the page and reads it again.
+func (p *pump) readPage(ctx context.Context) (backlog.Page, error) {
+	want := int64(catchUpBytes + envelopeBytes*(p.s.cfg.PageSize+1))
+	for {
+		if err := p.takePage(ctx, want); err != nil {
+			return backlog.Page{}, err
+		}
+		page, err := p.s.deps.Log.Read(ctx, p.tenant, p.topic, p.pos, p.s.cfg.PageSize, catchUpBytes)
+		if err != nil {
+			return page, fmt.Errorf("catch up %s/%s after %d: %w", p.tenant, p.topic, p.pos, err)
+		}
+		size := pageBytes(page.Events)
+		if size <= want || p.page.try(size-want) == nil {
+			return page, nil
+		}
+		p.page.release()
+		want = size
+	}
+}
+
+// takePage takes n bytes of the read budget for a page, waiting for them
+// if they are not free now, until the client leaves or the server ends.
+func (p *pump) takePage(ctx context.Context, n int64) error {
+	if p.page.try(n) == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.s.ending:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := p.page.wait(ctx, n); err != nil {
+		select {
+		case <-p.s.ending:
+			return errStreamEnded
+		default:
+		}
+		return fmt.Errorf("catch up %s/%s after %d: %w", p.tenant, p.topic, p.pos, err)
+	}
+	return nil
+}
+
+// flush writes whatever frames are buffered, whole, and then extra (the
+// rest of a frame that is held elsewhere), under a fresh write deadline: a
+// client that stops reading holds only its own goroutine, and for no
+// longer than the write timeout. A buffer that one burst grew past twice
+// flushBytes is dropped, so an idle stream does not keep it for life.
+func (p *pump) flush(extra ...[]byte) error {
+	if len(p.buf) == 0 && len(extra) == 0 {
 		return nil
 	}
 	deadline := time.Now().Add(p.s.cfg.WriteTimeout)
@@ -306,6 +390,11 @@ func (p *pump) flush() error {
 	if _, err := p.w.Write(p.buf); err != nil {
 		return fmt.Errorf("write frames: %w", err)
 	}
+	for _, b := range extra {
+		if _, err := p.w.Write(b); err != nil {
+			return fmt.Errorf("write frames: %w", err)
+		}
+	}
 	if err := p.rc.Flush(); err != nil {
 		return fmt.Errorf("flush frames: %w", err)
 	}
@@ -314,6 +403,9 @@ func (p *pump) flush() error {
 		p.delivered = 0
 	}
 	p.buf = p.buf[:0]
+	if cap(p.buf) > 2*flushBytes {
+		p.buf = nil
+	}
 	if !p.heartbeat.Stop() {
 		select {
 		case <-p.heartbeat.C:

@@ -71,7 +71,7 @@ func TestAgePassDoesNotDelayCountTrimming(t *testing.T) {
 	go s.retain(rctx, time.Millisecond)
 	<-agePass // the age pass holds its first chunk
 	<-purged  // and count trimming has still come to its purge
-	p, err := l.Read(ctx, "a", "busy", 0, 100)
+	p, err := l.Read(ctx, "a", "busy", 0, 100, 1<<20)
 	if err != nil || p.Trimmed != 20 || len(p.Events) != 10 {
 		t.Fatalf("busy: trimmed %d, %d events, %v", p.Trimmed, len(p.Events), err)
 	}

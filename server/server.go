@@ -61,6 +61,10 @@ type Config struct {
 	MaxTenantBytes  int64
 	MaxTenantTopics int64
 	MaxStateBytes   int64
+	// MaxReadBytes bounds the bytes of read answers held at once, across
+	// the server (0: no bound); a read past it is 429 overloaded and a
+	// catching-up stream waits.
+	MaxReadBytes int64
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
@@ -79,6 +83,7 @@ func Defaults() Config {
 		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		MaxTokenTTL: 24 * time.Hour, MaxPublishBytes: 128 << 20,
 		MaxTenantBytes: 10 << 30, MaxTenantTopics: 100_000, MaxStateBytes: 64 << 20,
+		MaxReadBytes: 256 << 20,
 	}
 }
 
@@ -186,7 +191,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Log:           log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
 		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
 			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
-		Ready: s.ready.Load,
+		Ready:      s.ready.Load,
+		ReadBudget: limits.NewBudget(cfg.MaxReadBytes, "read answers"),
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":
@@ -198,6 +204,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Handler:           s.api.Handler(),
 		ReadHeaderTimeout: cfg.HeaderTimeout,
 		ReadTimeout:       time.Minute,
+		WriteTimeout:      cfg.WriteTimeout, // a backstop: handlers set their own, streams one per flush
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -58,12 +58,24 @@ func AppendGap(b []byte, from, to int64) []byte {
 	return append(b, "}\n\n"...)
 }
 
-// AppendSnapshot appends the frame that gives a stream the topic's state
-// as of st.Seq; its id is that sequence, so a reconnect resumes after it.
-func AppendSnapshot(b []byte, st *backlog.State) []byte {
+// AppendSnapshotStart appends the start of the frame that gives a stream
+// the topic's state as of seq, up to its data; its id is that sequence, so
+// a reconnect resumes after it. The state's JSON and FrameEnd complete it:
+// a writer writes the three in one flush, so that a large state is sent
+// from the buffer it was read into rather than copied into another.
+func AppendSnapshotStart(b []byte, seq int64) []byte {
 	b = append(b, "id: "...)
-	b = strconv.AppendInt(b, st.Seq, 10)
-	b = append(b, "\nevent: snapshot\ndata: "...)
-	b = st.AppendJSON(b)
-	return append(b, "\n\n"...)
+	b = strconv.AppendInt(b, seq, 10)
+	return append(b, "\nevent: snapshot\ndata: "...)
+}
+
+// FrameEnd ends a frame whose data was written on its own: the data line's
+// newline and the blank line that dispatches the frame.
+var FrameEnd = []byte("\n\n")
+
+// EventFrameBound is at least the bytes AppendEvent appends for e (its
+// fixed text, seq, time and quotes are under 200 bytes), so that a writer
+// can flush before a frame would take its buffer past a limit.
+func EventFrameBound(e *backlog.Event) int {
+	return len(e.Data) + 2*len(e.Type) + len(e.Key) + len(e.Op) + 200
 }

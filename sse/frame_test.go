@@ -45,3 +45,28 @@ func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
 		t.Fatalf("envelope is not JSON: %v", err)
 	}
 }
+
+// EventFrameBound is never less than the frame AppendEvent writes, at the
+// widest sequence number and time, with and without a key, so a writer that
+// flushes by it never lets a frame take its buffer past the limit.
+func TestEventFrameBoundCoversTheFrame(t *testing.T) {
+	widest := time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 0))
+	for _, ev := range []backlog.Event{
+		{Seq: 1<<63 - 1, Type: "t", Time: widest, Data: json.RawMessage(`1`)},
+		{Seq: 1<<63 - 1, Type: "order.created", Time: widest, Key: "a-rather-long-key-name", Op: backlog.OpDelete, Data: json.RawMessage(`null`)},
+	} {
+		if n, bound := len(sse.AppendEvent(nil, &ev)), sse.EventFrameBound(&ev); n > bound {
+			t.Errorf("frame of %d bytes over a bound of %d: %+v", n, bound, ev)
+		}
+	}
+}
+
+// A snapshot frame written in its three parts reads back as one frame.
+func TestSnapshotFrameInParts(t *testing.T) {
+	state := []byte(`{"seq":7,"state":{"k":1}}`)
+	b := append(append(sse.AppendSnapshotStart(nil, 7), state...), sse.FrameEnd...)
+	f, err := client.NewDecoder(bytes.NewReader(b)).Next()
+	if err != nil || f.ID != "7" || f.Event != "snapshot" || f.Data != string(state) {
+		t.Fatalf("got %+v %v", f, err)
+	}
+}

@@ -57,6 +57,7 @@ type serveCmd struct {
 	HeaderTimeout    time.Duration `default:"10s" env:"EDGEHUB_HEADER_TIMEOUT" help:"Time a client has to send its request headers."`
 	IdleTimeout      time.Duration `default:"2m" env:"EDGEHUB_IDLE_TIMEOUT" help:"Time an idle keep-alive connection stays open."`
 	MaxHeaderBytes   int           `default:"65536" env:"EDGEHUB_MAX_HEADER_BYTES" help:"Largest request header block."`
+	MaxReadBytes     int64         `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages) held at once; more are 429 or wait. 0: no bound."`
 	TLSCert          string        `name:"tls-cert" env:"EDGEHUB_TLS_CERT" help:"PEM certificate file: serve HTTPS and HTTP/2 (with --tls-key)."`
 	TLSKey           string        `name:"tls-key" env:"EDGEHUB_TLS_KEY" help:"PEM private key file of --tls-cert."`
 }
@@ -119,6 +120,8 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
 	case s.RetentionAge < 0:
 		return fmt.Errorf("--retention-age must not be negative (0 keeps events of any age)")
+	case s.MaxReadBytes < 0:
+		return fmt.Errorf("--max-read-bytes must not be negative (0 turns the bound off)")
 	case (s.TLSCert == "") != (s.TLSKey == ""):
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
@@ -169,6 +172,7 @@ func (s *serveCmd) Run() error {
 		TLSCert: s.TLSCert, TLSKey: s.TLSKey,
 		MaxTokenTTL: s.MaxTokenTTL, MaxPublishBytes: s.MaxPublishBytes,
 		MaxTenantBytes: s.MaxTenantBytes, MaxTenantTopics: s.MaxTenantTopics, MaxStateBytes: s.MaxStateBytes,
+		MaxReadBytes: s.MaxReadBytes,
 	}
 	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
 	if err != nil {

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"edgehub/limits"
+)
+
+// readHold is what one request holds of the server-wide read-answer
+// budget: taken in one or more parts before the bytes are allocated, given
+// back together once the answer (or the frame) is written.
+type readHold struct {
+	budget   *limits.Budget
+	releases []func()
+}
+
+// overloaded is a refusal of the read budget carried through a backlog
+// read as an error, so the handler can answer it as the 429 it is.
+type overloaded struct{ refusal *limits.Refusal }
+
+func (o *overloaded) Error() string { return o.refusal.Message }
+
+// hold starts an empty hold on the server's read budget.
+func (s *Server) hold() *readHold { return &readHold{budget: s.deps.ReadBudget} }
+
+// try takes n more bytes if they are free now, for an answer that has not
+// started and can still be refused.
+func (h *readHold) try(n int64) error {
+	release, refused := h.budget.TryTake(n)
+	if refused != nil {
+		return &overloaded{refusal: refused}
+	}
+	h.releases = append(h.releases, release)
+	return nil
+}
+
+// wait takes n more bytes, waiting for them, for a stream that is open
+// already and has no status left to refuse with.
+func (h *readHold) wait(ctx context.Context, n int64) error {
+	release, err := h.budget.Take(ctx, n)
+	if err != nil {
+		return err
+	}
+	h.releases = append(h.releases, release)
+	return nil
+}
+
+// release gives back everything held; the hold can be used again.
+func (h *readHold) release() {
+	for _, r := range h.releases {
+		r()
+	}
+	h.releases = h.releases[:0]
+}
+
+// refuseRead answers a read whose bytes the budget refused with 429
+// overloaded and any other failure with 503, and reports whether err was
+// one at all.
+func (s *Server) refuseRead(w http.ResponseWriter, err error, what, tenant, topic string) bool {
+	if err == nil {
+		return false
+	}
+	var o *overloaded
+	if errors.As(err, &o) {
+		refuseLimit(w, o.refusal)
+		return true
+	}
+	s.deps.Logger.Error("read "+what, "tenant", tenant, "topic", topic, "err", err)
+	writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's %s could not be read", what))
+	return true
+}
+
+// withWriteDeadline gives every answer a write deadline when its request
+// comes in, so that no answer (an error, an admin answer, /metrics) waits
+// on a client that stopped reading for longer than the write timeout.
+// Streams and the large read answers set a fresh one before they write.
+// It also replaces the deadline that a previous request on a kept-alive
+// connection left behind.
+func (s *Server) withWriteDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.WriteTimeout > 0 {
+			// A writer without deadlines (a test's recorder) writes without one.
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) //nolint:errcheck // see above
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// writeAnswer writes a 200 JSON answer, built whole beforehand, in parts
+// and under a fresh write deadline: a client that stops reading holds the
+// answer for at most the write timeout. A client that is gone or too slow
+// gets nothing more, which is all there is to do about it.
+func (s *Server) writeAnswer(w http.ResponseWriter, parts ...[]byte) {
+	w.Header().Set("Content-Type", "application/json")
+	if s.cfg.WriteTimeout > 0 {
+		// As in withWriteDeadline, a writer without deadlines writes without one.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) //nolint:errcheck // see above
+	}
+	w.WriteHeader(http.StatusOK)
+	for _, p := range parts {
+		if _, err := w.Write(p); err != nil {
+			s.deps.Logger.Debug("answer not written", "err", err)
+			return
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"edgehub/client"
+)
+
+// rssMiB is the resident memory of process pid, from /proc.
+func rssMiB(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// queued is how many bytes wait unread in conn's receive queue: more than
+// none means the server has started to answer.
+func queued(t *testing.T, conn net.Conn) int {
+	t.Helper()
+	rc, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil || errno != 0 {
+		t.Fatalf("read the receive queue: %v %v", err, errno)
+	}
+	return int(n)
+}
+
+// stall sends a GET for path on a connection with a small receive buffer
+// and never reads the answer.
+func (p *proc) stall(t *testing.T, path string) net.Conn {
+	t.Helper()
+	conn, err := smallBufferDialer(4096).Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: edgehub\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// Hundreds of clients ask for /events, /state and watch answers on topics of
+// tens of megabytes and never read them. The server's resident memory stays
+// within a fixed bound above what it was before they came, whatever the
+// size of the topics, and the server keeps serving: a publish and a watch
+// on another topic work meanwhile. The bound follows the read budget: the
+// answers it lets the server hold, about as much again of garbage that the
+// collector (GOGC=100) lets pile up before it runs, and per-connection
+// buffers, with a quarter of headroom over what was measured (see
+// plans/013-bounded-memory.md). The
+// budget is set through the environment, which a server without it
+// ignores, so the same test measures one.
+func TestMemoryBoundedWithStalledReaders(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		env       []string
+		budgetMiB float64
+	}{
+		{"default budget", nil, 256},
+		{"128 MiB budget", []string{"EDGEHUB_MAX_READ_BYTES=134217728"}, 128},
+	} {
+		t.Run(c.name, func(t *testing.T) { stalledReaders(t, c.env, 2.5*c.budgetMiB+64) })
+	}
+}
+
+func stalledReaders(t *testing.T, env []string, boundMiB float64) {
+	const (
+		clients  = 200
+		eventLen = 512 << 10
+		// abortMiB stops a server without the bounds before it takes the
+		// machine with it.
+		abortMiB = 3072
+	)
+	p := startAt(t, plainBinary, env, t.TempDir(), "127.0.0.1:0", "--dev")
+	pid := p.cmd.Process.Pid
+	ctx := context.Background()
+	c := p.client()
+	pad := `"` + strings.Repeat("x", eventLen-2) + `"`
+	for i := 0; i < 40; i++ {
+		if _, err := c.Publish(ctx, "acme", "big", []byte(pad), client.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Publish(ctx, "acme", "kv", []byte(pad), client.PublishOptions{Key: fmt.Sprintf("k%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := rssMiB(t, pid)
+	peak := base
+	measure := func(what string) {
+		rss := rssMiB(t, pid)
+		peak = max(peak, rss)
+		t.Logf("%-40s RSS %6.0f MiB (+%.0f)", what, rss, rss-base)
+		if rss-base > abortMiB {
+			t.Fatalf("RSS grew by %.0f MiB: stopping before the machine runs out", rss-base)
+		}
+	}
+	measure("after 40 MiB of events and state")
+	// Each wave waits until every one of its clients has bytes queued:
+	// its answer (or refusal, or a stream's hello) has begun, so the server
+	// holds whatever it holds for it.
+	var all []net.Conn
+	for _, path := range []string{"big/events?after=0&limit=1000", "kv/state", "big/watch?after=0", "kv/watch?snapshot=1"} {
+		for done := 0; done < clients; done += 50 {
+			conns := make([]net.Conn, 50)
+			for i := range conns {
+				conns[i] = p.stall(t, "/v1/tenants/acme/topics/"+path)
+			}
+			deadline := time.Now().Add(wait)
+			for _, conn := range conns {
+				for queued(t, conn) == 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: a stalled client got no answer", path)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			all = append(all, conns...)
+			measure(fmt.Sprintf("%d stalled %s", done+50, path))
+		}
+	}
+	// The server still publishes and streams.
+	s := p.watch(t, "other", "", nil)
+	s.hello(t)
+	seq := p.publish(t, "other", `{"still":"serving"}`)
+	if e := s.event(t); e.Seq != seq {
+		t.Fatalf("watch on another topic got %d, want %d", e.Seq, seq)
+	}
+	measure("publish and watch on another topic")
+	t.Logf("peak: %.0f MiB over a baseline of %.0f MiB with %d stalled clients", peak-base, base, len(all))
+	if peak-base > boundMiB {
+		t.Fatalf("stalled readers grew RSS by %.0f MiB; want at most %.0f", peak-base, boundMiB)
+	}
+}
+
+// Streams set their own write deadline at every flush, so the server's
+// WriteTimeout backstop does not end them: over HTTP/2 and HTTP/1.1, a
+// stream outlives several write timeouts (counted in heartbeats, not
+// measured) and still gets what is published.
+func TestTLSStreamsOutliveTheWriteTimeout(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	p := start(t, t.TempDir(), "--tls-cert", certFile, "--tls-key", keyFile, "--write-timeout", "500ms", "--heartbeat", "100ms")
+	p.base = strings.Replace(p.base, "http://", "https://", 1)
+	for _, proto := range []string{"HTTP/2.0", "HTTP/1.1"} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+		if proto == "HTTP/1.1" {
+			tr.ForceAttemptHTTP2, tr.TLSNextProto = false, map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		hc := &http.Client{Transport: tr}
+		topic := "outlive" + proto[5:6]
+		resp, err := hc.Get(p.topicURL(topic, "watch"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.Proto != proto {
+			t.Fatalf("got %s, want %s", resp.Proto, proto)
+		}
+		lines := bufio.NewScanner(resp.Body)
+		// 20 heartbeats 100 ms apart: four write timeouts.
+		for pings := 0; pings < 20; {
+			if !lines.Scan() {
+				t.Fatalf("%s: the stream ended after %d heartbeats: %v", proto, pings, lines.Err())
+			}
+			if lines.Text() == ": ping" {
+				pings++
+			}
+		}
+		c := &client.Client{Server: p.base, HTTP: hc}
+		if _, err := c.Publish(context.Background(), "acme", topic, []byte(`"late"`), client.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for lines.Scan() && lines.Text() != "id: 1" {
+		}
+		if lines.Err() != nil || lines.Text() != "id: 1" {
+			t.Fatalf("%s: the event did not arrive: %v", proto, lines.Err())
+		}
+	}
+}
