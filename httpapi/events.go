@@ -32,6 +32,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, aerr)
 		return
 	}
+	// The limit (the budget) comes before the parameters, as the contract
+	// orders checks; the bytes taken are those of the largest answer.
+	h := s.hold()
+	defer h.release()
+	taken := int64(answerBytes + envelopeBytes*(maxLimit+1))
+	if s.refuseRead(w, h.try(taken), "events", tenant, topic) {
+		return
+	}
 	q := r.URL.Query()
 	after, limit := int64(0), defaultLimit
 	if v, ok := q["after"]; ok {
@@ -49,12 +57,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 			return
 		}
 		limit = n
-	}
-	h := s.hold()
-	defer h.release()
-	taken := int64(answerBytes + envelopeBytes*(limit+1))
-	if s.refuseRead(w, h.try(taken), "events", tenant, topic) {
-		return
 	}
 	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
 	if s.refuseRead(w, err, "events", tenant, topic) {

@@ -7,6 +7,7 @@ import (
 
 	"edgehub/backlog"
 	"edgehub/hub"
+	"edgehub/limits"
 	"edgehub/notify"
 )
 
@@ -33,20 +34,27 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, fromNotify(perr))
 		return
 	}
-	// The body is held, with its copies, until the answer: its bytes come
-	// from the server-wide budget of publish bodies before it is read.
+	// The body is held, with its copies, until its commit is answered: its
+	// bytes come from a server-wide budget before it is read. A body read
+	// to check a webhook signature comes from a budget of its own, and
+	// must arrive within the header timeout: clients that have shown no
+	// credentials yet can then neither hold much nor starve the
+	// publishers that have.
 	release := func() {}
 	defer func() { release() }()
-	readBody := func() ([]byte, *apiError) {
+	takeBody := func(budget *limits.Budget) *apiError {
 		n := s.cfg.MaxBody
 		if r.ContentLength >= 0 {
 			n = min(n, r.ContentLength)
 		}
-		rel, refused := s.deps.PublishBodies.TryTake(n)
+		rel, refused := budget.TryTake(n)
 		if refused != nil {
-			return nil, limitError(refused)
+			return limitError(refused)
 		}
 		release = rel
+		return nil
+	}
+	readBody := func() ([]byte, *apiError) {
 		if s.hooks.BeforeBody != nil {
 			s.hooks.BeforeBody(tenant, topic)
 		}
@@ -56,7 +64,14 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		}
 		return b, nil
 	}
-	ten, body, signed, aerr := s.authorizePublish(r, tenant, topic, readBody)
+	readSigned := func() ([]byte, *apiError) {
+		if aerr := takeBody(s.deps.UnsignedBodies); aerr != nil {
+			return nil, aerr
+		}
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.UnsignedBodyTimeout)) //nolint:errcheck // without one, ReadTimeout bounds it
+		return readBody()
+	}
+	ten, body, signed, aerr := s.authorizePublish(r, tenant, topic, readSigned)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -64,6 +79,12 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	if l := s.deps.Limits.Publish(tenant, time.Now()); l != nil {
 		refuseLimit(w, l)
 		return
+	}
+	if body == nil {
+		if aerr := takeBody(s.deps.PublishBodies); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 	}
 	if perr := notify.ParseOptions(r, &meta, signed); perr != nil {
 		writeError(w, fromNotify(perr))
@@ -83,11 +104,26 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	req.RequireTenant, req.Generation = !s.cfg.Dev, ten.Generation
 	reply := make(chan hub.PublishReply, 1)
 	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Publish{Req: req, Reply: reply})
+	if s.hooks.AwaitingCommit != nil {
+		s.hooks.AwaitingCommit(tenant, topic)
+	}
 	var rep hub.PublishReply
 	select {
 	case rep = <-reply:
 	case <-r.Context().Done():
-		return // the client left; the commit goes on and a retry with its key is answered from it
+		// The client left; the commit goes on (a retry with its key is
+		// answered from it) and holds the body until then, so its bytes
+		// stay taken until the hub answers, which it always does.
+		held := release
+		release = func() {}
+		go func() {
+			<-reply
+			held()
+		}()
+		if s.hooks.PublisherLeft != nil {
+			s.hooks.PublisherLeft(tenant, topic)
+		}
+		return
 	}
 	res := rep.Result
 	switch {

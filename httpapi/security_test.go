@@ -1,9 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -397,4 +401,149 @@ func TestQuotaRefusalsOverHTTP(t *testing.T) {
 
 func bodyHooks(beforeBody func(tenant, topic string)) httpapi.Hooks {
 	return httpapi.Hooks{BeforeBody: beforeBody}
+}
+
+// A publish whose client leaves before its commit is answered still holds
+// its body (it waits in the committer), so its bytes stay taken from the
+// budget until the commit answers: clients that upload and hang up cannot
+// get around --max-publish-bytes.
+func TestPublishBodyStaysCountedUntilItsCommitAnswers(t *testing.T) {
+	awaiting, left := make(chan struct{}, 1), make(chan struct{}, 1)
+	dir := t.TempDir()
+	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{
+		AwaitingCommit: func(string, string) { signal(awaiting) },
+		PublisherLeft:  func(string, string) { signal(left) },
+	}}, func(c *server.Config) { c.Data, c.MaxPublishBytes = dir, int64(len(`{"left":1}`)) })
+	// Another writer holds the database, so the commit waits.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "edgehub.db")+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tenants/t/topics/x/notify", strings.NewReader(`{"left":1}`))
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, awaiting, "the publish to reach its hub")
+	cancel()
+	waitFor(t, left, "the handler to see its client leave")
+	status, b := do(t, base, call{method: "POST", path: "/v1/tenants/t/topics/y/notify", body: `{"b":2}`})
+	if status != 429 || errorCode(t, b) != "overloaded" {
+		t.Fatalf("a publish while the left one waits for its commit: %d %s", status, b)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func waitFor(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(wait):
+		t.Fatalf("waited in vain for %s", what)
+	}
+}
+
+// Bodies read to check a webhook signature, from clients that have shown
+// no credentials yet, come from a share of their own and must arrive
+// within the header timeout: anonymous uploads can neither starve the
+// publishers that have credentials nor hold their share for long.
+func TestUnsignedBodiesHaveTheirOwnShareAndDeadline(t *testing.T) {
+	started := make(chan struct{}, 1)
+	base := startServer(t, server.Hooks{HTTP: bodyHooks(func(string, string) { signal(started) })}, func(c *server.Config) {
+		c.Dev, c.AdminKey = false, adminKey
+		c.MaxPublishBytes, c.HeaderTimeout = 4<<20, 2*time.Second
+	})
+	createTenant(t, base, "u")
+	tok := mint(t, base, "u", `{"publish":["*"],"subscribe":["*"]}`)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	anon := map[string]string{"webhook-id": "m", "webhook-timestamp": now, "webhook-signature": "v1,bm9wZQ=="}
+	// A 1 MiB upload that never ends holds the whole anonymous share.
+	h := holdPublish(t, base, "/v1/tenants/u/topics/x/notify", anon, started)
+	status, b := do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1", header: anon})
+	if status != 429 || errorCode(t, b) != "overloaded" {
+		t.Fatalf("a second anonymous upload: %d %s", status, b)
+	}
+	status, b = do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1",
+		header: map[string]string{"Authorization": "Bearer " + tok}})
+	if status != 201 {
+		t.Fatalf("a publish with a token while anonymous uploads hold their share: %d %s", status, b)
+	}
+	select {
+	case a := <-h.done:
+		if a.status != 400 || errorCode(t, []byte(a.body)) != "invalid_body" {
+			t.Fatalf("the upload past its deadline: %d %s", a.status, a.body)
+		}
+	case <-time.After(wait):
+		t.Fatal("an anonymous upload that never ends was never cut off")
+	}
+	h.w.Close()
+	status, b = do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1", header: anon})
+	if status != 401 {
+		t.Fatalf("an anonymous upload once the share is free: %d %s", status, b)
+	}
+}
+
+// A stream still catching up when its tenant is rotated ends too, before
+// its next page: it does not read on with revoked credentials.
+func TestRotateEndsStreamsThatAreCatchingUp(t *testing.T) {
+	between, resume := make(chan struct{}, 1), make(chan struct{})
+	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{BetweenPages: func(string, string) {
+		signal(between)
+		<-resume
+	}}}, func(c *server.Config) { c.Dev, c.AdminKey, c.PageSize = false, adminKey, 10 })
+	createTenant(t, base, "cu")
+	tok := mint(t, base, "cu", `{"publish":["*"],"subscribe":["*"]}`)
+	bearer := map[string]string{"Authorization": "Bearer " + tok}
+	var batch strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&batch, "%d\n", i)
+	}
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/cu/topics/x/notify", ctype: "application/x-ndjson", body: batch.String(), header: bearer}); status != 201 {
+		t.Fatalf("batch: %d %s", status, b)
+	}
+	// A live stream on the topic: the hub ends all its streams in one turn,
+	// so once this one has ended, the one catching up has been ended too.
+	live, err := http.Get(base + "/v1/tenants/cu/topics/x/watch?access_token=" + tok)
+	if err != nil || live.StatusCode != 200 {
+		t.Fatalf("live watch: %v %v", live, err)
+	}
+	defer live.Body.Close()
+	lc := frames(t, live.Body)
+	next(t, lc) // hello
+	catching, err := http.Get(base + "/v1/tenants/cu/topics/x/watch?after=0&access_token=" + tok)
+	if err != nil || catching.StatusCode != 200 {
+		t.Fatalf("catching-up watch: %v %v", catching, err)
+	}
+	defer catching.Body.Close()
+	cc := frames(t, catching.Body)
+	waitFor(t, between, "the first page")
+	if status, b := admin(t, base, "POST", "cu/rotate", ""); status != 200 {
+		t.Fatalf("rotate: %d %s", status, b)
+	}
+	for range lc {
+	}
+	close(resume)
+	n := 0
+	for range cc {
+		n++
+	}
+	if n > 1+10 {
+		t.Fatalf("the catching-up stream went on after the rotation: %d frames, hello and one page of 10 expected", n)
+	}
 }

@@ -38,6 +38,9 @@ type Config struct {
 	// MaxTokenTTL caps the lifetime of minted tokens and refuses tokens
 	// whose exp lies further ahead (0: no cap).
 	MaxTokenTTL time.Duration
+	// UnsignedBodyTimeout is how long a body read to check its webhook
+	// signature (so from a client not yet authenticated) may take.
+	UnsignedBodyTimeout time.Duration
 	// CORSOrigins may use the API from a browser ("*": any origin).
 	CORSOrigins []string
 }
@@ -55,12 +58,14 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
-	// PublishBodies bounds the publish bodies held in flight, server-wide.
-	PublishBodies *limits.Budget
-	Hubs          *actors.Manager
-	Root          *actor.RootContext
-	Metrics       *metrics.Metrics
-	Logger        *slog.Logger
+	// PublishBodies bounds the publish bodies held in flight, server-wide;
+	// UnsignedBodies, a smaller share, those read before their webhook
+	// signature is checked.
+	PublishBodies, UnsignedBodies *limits.Budget
+	Hubs                          *actors.Manager
+	Root                          *actor.RootContext
+	Metrics                       *metrics.Metrics
+	Logger                        *slog.Logger
 	// Ready tells /readyz whether the backlog and actors are up.
 	Ready func() bool
 	// ReadBudget bounds the bytes of read answers (/events, /state, snapshot
@@ -86,6 +91,10 @@ type Hooks struct {
 	// BeforeBody runs when a publish, its tenant read (and its token
 	// checked, if it has one), is about to read its body.
 	BeforeBody func(tenant, topic string)
+	// AwaitingCommit runs when a publish has been handed to its hub and
+	// waits for the answer; PublisherLeft when its client has gone before
+	// the answer came.
+	AwaitingCommit, PublisherLeft func(tenant, topic string)
 }
 
 // Server serves the routes.

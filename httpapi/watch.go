@@ -255,6 +255,11 @@ func (p *pump) makeRoom(n int) error {
 // reading; the hub decides whether that is still its head.
 func (p *pump) catchUp(ctx context.Context) error {
 	for {
+		// The hub ends its streams when the tenant is rotated or deleted;
+		// a stream catching up must not read on with revoked credentials.
+		if p.st.Ended() {
+			return errStreamEnded
+		}
 		page, err := p.readPage(ctx)
 		if err != nil {
 			return err

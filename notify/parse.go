@@ -13,6 +13,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"unicode/utf8"
 
@@ -111,8 +112,12 @@ func ReadBody(r *http.Request, maxBody int64) ([]byte, *Error) {
 		return nil, tooLarge(maxBody)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, refuse(http.StatusBadRequest, "invalid_body", "could not read the body: %v", err)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, refuse(http.StatusBadRequest, "invalid_body", "the body did not arrive in time")
+	case err != nil:
+		// The error names the server's own socket; the client needs none of it.
+		return nil, refuse(http.StatusBadRequest, "invalid_body", "the body could not be read")
 	}
 	if int64(len(body)) > maxBody {
 		return nil, tooLarge(maxBody)

@@ -92,6 +92,18 @@ func Defaults() Config {
 // against guessing.
 const minAdminKey = 32
 
+// unsignedShare: bodies read before their webhook signature is checked
+// may take a quarter of the publish budget, so that anonymous clients
+// cannot take it all from the publishers that have shown credentials.
+const unsignedShare = 4
+
+func unsignedBytes(publish int64) int64 {
+	if publish <= 0 {
+		return 0
+	}
+	return max(1, publish/unsignedShare)
+}
+
 // tick is the hub manager's clock: idleness and head checks count in it.
 const tick = time.Second
 
@@ -186,9 +198,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
 		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
 		AdminKey: cfg.AdminKey, CORSOrigins: cfg.CORSOrigins, MaxTokenTTL: cfg.MaxTokenTTL,
+		UnsignedBodyTimeout: cfg.HeaderTimeout,
 	}, httpapi.Deps{
-		PublishBodies: limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
-		Log:           log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		PublishBodies:  limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
+		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
+		Log:            log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
 		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
 			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
 		Ready:      s.ready.Load,
