@@ -81,6 +81,7 @@ type appender struct {
 	tenants map[string]*tenantState
 
 	insert, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
+	deletedSince                                     *sql.Stmt
 	getTopic, newTopic, setTopic                     *sql.Stmt
 	upsertKey, deleteKey, keySize                    *sql.Stmt
 	getTenant, getUsage, setUsage                    *sql.Stmt
@@ -94,7 +95,8 @@ func (a *appender) prepare() error {
 		{&a.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&a.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&a.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&a.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch FROM webhook_keys WHERE tenant = ? AND key = ?`},
+		{&a.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
+		{&a.deletedSince, `SELECT count(*) FROM doomed_tenants WHERE name = ? AND id = ? AND deleted >= ?`},
 		{&a.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
 			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
@@ -123,7 +125,7 @@ func (a *appender) prepare() error {
 }
 
 func (a *appender) close() {
-	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getWebhook, a.putWebhook,
+	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getWebhook, a.putWebhook, a.deletedSince,
 		a.getTopic, a.newTopic, a.setTopic, a.upsertKey, a.deleteKey, a.keySize,
 		a.getTenant, a.getUsage, a.setUsage} {
 		if s != nil {
@@ -253,10 +255,22 @@ func (a *appender) repeat(req *Append, ten *tenantState, t *topicState) (*Result
 	if req.TenantWideKey {
 		var tenantID int64
 		var topic string
+		var created int64
 		err = a.getWebhook.QueryRowContext(a.ctx, req.Tenant, req.IdemKey).
-			Scan(&tenantID, &topic, &hash, &r.First, &r.Last, &r.Batch)
+			Scan(&tenantID, &topic, &hash, &r.First, &r.Last, &r.Batch, &created)
 		if err == nil && tenantID != ten.id {
 			return nil, nil
+		}
+		if err == nil {
+			// A dev-mode tenant with no row keeps id 0 across a deletion:
+			// a key used before the deletion is gone with its events.
+			var doomed int
+			if err := a.deletedSince.QueryRowContext(a.ctx, req.Tenant, tenantID, created).Scan(&doomed); err != nil {
+				return nil, fmt.Errorf("look up deletions of tenant %s: %w", req.Tenant, err)
+			}
+			if doomed > 0 {
+				return nil, nil
+			}
 		}
 		if err == nil && topic != req.Topic {
 			return &Result{Err: ErrKeyReused}, nil

@@ -191,3 +191,27 @@ func TestCommitSetsOldestOnce(t *testing.T) {
 		t.Fatalf("oldest moved from %d to %d (%v)", first, second, err)
 	}
 }
+
+// In dev mode a tenant with no row has id 0 before and after its deletion;
+// a webhook-id it used before the deletion is gone with its events, not a
+// duplicate of an event that no longer exists.
+func TestDevTenantWebhookKeyGoesWithItsDeletion(t *testing.T) {
+	l := openTest(t)
+	hook := func() *Append {
+		a := one("d", "x")
+		a.IdemKey, a.IdemHash, a.TenantWideKey = "msg_1", []byte("h"), true
+		return a
+	}
+	if r := commitOne(t, l, hook()); r.Err != nil || r.First != 1 {
+		t.Fatalf("first: %+v", r)
+	}
+	if err := l.DeleteTenant(context.Background(), "d"); !errors.Is(err, ErrNoTenant) {
+		t.Fatalf("delete of a tenant with no row: %v", err)
+	}
+	if r := commitOne(t, l, hook()); r.Err != nil || r.Duplicate || r.First != 1 {
+		t.Fatalf("after the deletion: %+v", r)
+	}
+	if r := commitOne(t, l, hook()); !r.Duplicate || r.First != 1 {
+		t.Fatalf("a repeat after the deletion: %+v", r)
+	}
+}

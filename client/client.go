@@ -35,9 +35,12 @@ type APIError struct {
 
 // Temporary reports whether the refusal is one to retry later: a limit
 // (429) or a server that could not serve the request now (503). Neither
-// stored anything, so retrying them is safe.
+// stored anything, so retrying them is safe. A quota is not: room comes
+// back only when retention or the tenant frees it, so the caller is told
+// at once.
 func (e *APIError) Temporary() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable
+	return (e.Status == http.StatusTooManyRequests && e.Code != "quota_exceeded") ||
+		e.Status == http.StatusServiceUnavailable
 }
 
 func (e *APIError) Error() string {

@@ -213,3 +213,19 @@ func TestWatchRetriesAStreamCapRefusal(t *testing.T) {
 		t.Fatalf("watch: %v after %d refusals; want a hello after one refusal", err, refused)
 	}
 }
+
+// A quota refusal is not retried: room comes back only when retention or
+// the tenant frees it, so the caller hears of it at once.
+func TestPublishDoesNotRetryAQuota(t *testing.T) {
+	ts := newServer(t, func(c *server.Config) { c.MaxTenantTopics = 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := &client.Client{Server: ts.URL, Retries: 8}
+	if _, err := c.Publish(ctx, "t", "one", []byte(`1`), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *client.APIError
+	if _, err := c.Publish(ctx, "t", "two", []byte(`1`), client.PublishOptions{}); !errors.As(err, &apiErr) || apiErr.Code != "quota_exceeded" {
+		t.Fatalf("publish past the topic quota: %v, want quota_exceeded at once", err)
+	}
+}

@@ -118,6 +118,9 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	ttl := time.Hour
+	if s.cfg.MaxTokenTTL > 0 {
+		ttl = min(ttl, s.cfg.MaxTokenTTL)
+	}
 	if req.TTL != "" {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
 			writeError(w, errorf(http.StatusBadRequest, "invalid_ttl", "ttl must be a positive Go duration such as 1h"))

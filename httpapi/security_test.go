@@ -547,3 +547,11 @@ func TestRotateEndsStreamsThatAreCatchingUp(t *testing.T) {
 		t.Fatalf("the catching-up stream went on after the rotation: %d frames, hello and one page of 10 expected", n)
 	}
 }
+
+// A token request without a ttl gets the default hour, or the cap when
+// that is shorter.
+func TestDefaultTTLFitsUnderTheCap(t *testing.T) {
+	base := authServer(t, func(c *server.Config) { c.MaxTokenTTL = 10 * time.Minute })
+	createTenant(t, base, "short")
+	mint(t, base, "short", `{"subscribe":["*"]}`)
+}
