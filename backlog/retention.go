@@ -49,6 +49,7 @@ func (s *SQLite) TrimByCount(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, nil
 	}
+	s.beforeTx("count")
 	res, err := s.write.ExecContext(ctx, trimByCountSQL, n)
 	if err != nil {
 		return 0, fmt.Errorf("trim by count to %d: %w", n, err)
@@ -164,11 +165,14 @@ func (s *SQLite) beforeTx(duty string) {
 	}
 }
 
-// Purge deletes the rows at or below each topic's trim point, at most
-// purgeChunk rows per transaction, so a million-row trim never holds the
-// writer for long. Each transaction reads the topic's row again and acts
-// on what it holds then; it also takes the rows' bytes off the tenant's
-// usage. It returns the number of rows deleted.
+// Purge deletes the rows at or below each topic's trim point. One write
+// transaction takes topics from the listing in order and deletes at most
+// purgeChunk rows in all, so many topics with a few trimmed rows each cost
+// one transaction (one fsync), not one each, and a million-row trim never
+// holds the writer for long: a topic with more continues in the next
+// transaction. Each transaction reads each topic's row again and acts on
+// what it holds then; it also takes the rows' bytes off the tenant's usage.
+// It returns the number of rows deleted.
 func (s *SQLite) Purge(ctx context.Context) (int64, error) {
 	var deleted, after int64
 	for {
@@ -176,16 +180,14 @@ func (s *SQLite) Purge(ctx context.Context) (int64, error) {
 		if err != nil {
 			return deleted, err
 		}
-		for _, id := range ids {
-			for more := true; more; {
-				s.beforeTx("purge")
-				var n int64
-				n, more, err = s.purgeStep(ctx, id)
-				deleted += n
-				if err != nil {
-					return deleted, err
-				}
+		for rest := ids; len(rest) > 0; {
+			s.beforeTx("purge")
+			n, done, err := s.purgeTopics(ctx, rest)
+			deleted += n
+			if err != nil {
+				return deleted, err
 			}
+			rest = rest[done:]
 		}
 		if len(ids) < topicChunk {
 			return deleted, nil
@@ -194,52 +196,74 @@ func (s *SQLite) Purge(ctx context.Context) (int64, error) {
 	}
 }
 
-// purgeStep deletes the next chunk of trimmed rows of a topic, reading its
-// trim and purge points inside the transaction, and tells whether more
-// remain. A topic no longer in topics is skipped: its id is never reused,
-// and a deleted tenant's rows are PurgeDoomed's.
-func (s *SQLite) purgeStep(ctx context.Context, id int64) (int64, bool, error) {
+// purgeTopics deletes, in one transaction, the trimmed rows of the topics
+// ids in order, purgeChunk rows at most in all, reading each topic's trim
+// and purge points inside the transaction. It returns the rows deleted and
+// how many of ids it finished; the next one, if any, has rows left (a
+// topic is never left unfinished before the last one it touched). A topic
+// no longer in topics is skipped: its id is never reused, and a deleted
+// tenant's rows are PurgeDoomed's. At least one topic is finished or
+// purgeChunk rows deleted, so Purge's loop ends.
+func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, error) {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, false, fmt.Errorf("begin purge of topic %d: %w", id, err)
+		return 0, 0, fmt.Errorf("begin purge of %d topics: %w", len(ids), err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	var tenant string
-	var trimmed, purged int64
-	err = tx.QueryRowContext(ctx, `SELECT tenant, trimmed, purged FROM topics WHERE id = ?`, id).Scan(&tenant, &trimmed, &purged)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read topic %d for purge: %w", id, err)
-	}
-	if trimmed <= purged {
-		return 0, false, nil
-	}
-	to := min(purged+purgeChunk, trimmed)
-	var bytes int64
-	if err := tx.QueryRowContext(ctx, `SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`,
-		id, purged, to).Scan(&bytes); err != nil {
-		return 0, false, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
-	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`, id, purged, to)
-	if err != nil {
-		return 0, false, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, false, fmt.Errorf("count purge of topic %d: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE topics SET purged = ? WHERE id = ?`, to, id); err != nil {
-		return 0, false, fmt.Errorf("record purge of topic %d: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE usage SET bytes = bytes - ? WHERE tenant = ?`, bytes, tenant); err != nil {
-		return 0, false, fmt.Errorf("take purge of topic %d off the usage of %s: %w", id, tenant, err)
+	var deleted int64
+	budget := int64(purgeChunk)
+	done := 0
+	for _, id := range ids {
+		if budget == 0 {
+			break
+		}
+		var tenant string
+		var trimmed, purged int64
+		err := tx.QueryRowContext(ctx, `SELECT tenant, trimmed, purged FROM topics WHERE id = ?`, id).Scan(&tenant, &trimmed, &purged)
+		if errors.Is(err, sql.ErrNoRows) {
+			done++ // deleted since the listing
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("read topic %d for purge: %w", id, err)
+		}
+		if trimmed <= purged {
+			done++ // purged since the listing
+			continue
+		}
+		// The range, not the rows found in it, is what the budget pays
+		// for, so a transaction never deletes more than purgeChunk rows.
+		to := min(purged+budget, trimmed)
+		budget -= to - purged
+		var bytes int64
+		if err := tx.QueryRowContext(ctx, `SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`,
+			id, purged, to).Scan(&bytes); err != nil {
+			return 0, 0, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`, id, purged, to)
+		if err != nil {
+			return 0, 0, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, 0, fmt.Errorf("count purge of topic %d: %w", id, err)
+		}
+		deleted += n
+		if _, err := tx.ExecContext(ctx, `UPDATE topics SET purged = ? WHERE id = ?`, to, id); err != nil {
+			return 0, 0, fmt.Errorf("record purge of topic %d: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE usage SET bytes = bytes - ? WHERE tenant = ?`, bytes, tenant); err != nil {
+			return 0, 0, fmt.Errorf("take purge of topic %d off the usage of %s: %w", id, tenant, err)
+		}
+		if to < trimmed {
+			break // the budget is spent; this topic goes on in the next transaction
+		}
+		done++
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, false, fmt.Errorf("commit purge of topic %d: %w", id, err)
+		return 0, 0, fmt.Errorf("commit purge of %d topics: %w", len(ids), err)
 	}
-	return n, to < trimmed, nil
+	return deleted, done, nil
 }
 
 // ExpireKeys forgets idempotency keys and webhook ids older than ttl, at

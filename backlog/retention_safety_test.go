@@ -227,8 +227,8 @@ func TestRetentionCostsWhatItRemoves(t *testing.T) {
 	if n, err := l.Purge(ctx); err != nil || n != 5+40 {
 		t.Fatalf("purge: %d %v", n, err)
 	}
-	if txs["age"] != 1 || txs["purge"] != 2 {
-		t.Fatalf("write transactions: %v, want 1 age, 2 purge", txs)
+	if txs["age"] != 1 || txs["count"] != 1 || txs["purge"] != 1 {
+		t.Fatalf("write transactions: %v, want 1 age, 1 count, 1 purge (both topics' rows)", txs)
 	}
 	p, err := l.Read(ctx, "a", "busy", 0, 100, 1<<20)
 	if err != nil || p.Trimmed != 40 || len(p.Events) != 10 || p.Events[0].Seq != 41 {
@@ -249,9 +249,91 @@ func TestRetentionCostsWhatItRemoves(t *testing.T) {
 	if n, err := l.Purge(ctx); err != nil || n != 0 {
 		t.Fatalf("idle purge: %d %v", n, err)
 	}
-	if len(txs) != 0 {
-		t.Fatalf("an idle round ran write transactions: %v", txs)
+	// The count trim is always its one statement, which finds nothing
+	// through topics_over and changes no page; nothing else writes.
+	if len(txs) != 1 || txs["count"] != 1 {
+		t.Fatalf("an idle round ran write transactions: %v, want only the count trim's statement", txs)
 	}
+}
+
+// Purge batches topics: one write transaction (one fsync) takes topics
+// in listing order and deletes at most purgeChunk rows in all. 50 topics
+// with 10 trimmed rows each are purged in one transaction; a topic with
+// more than purgeChunk trimmed rows goes on in the next transaction, which
+// also takes the topics after it. No transaction deletes more than
+// purgeChunk rows, none deletes above trimmed, and usage drops by the
+// deleted rows' measure.
+func TestPurgeBatchesTopicsPerTransaction(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	usage := func() int64 { return count(t, l, `SELECT coalesce(sum(bytes), 0) FROM usage`) }
+	trimmedBytes := func() int64 {
+		return count(t, l, `SELECT `+eventBytesSQL+` FROM events e JOIN topics t ON t.id = e.topic_id WHERE e.seq <= t.trimmed`)
+	}
+	var perTx []int64 // rows deleted by each purge transaction
+	rows := func() int64 { return count(t, l, `SELECT count(*) FROM events`) }
+	var before int64
+	l.BeforeRetentionTx = func(duty string) {
+		if duty != "purge" {
+			return
+		}
+		n := rows()
+		if len(perTx) > 0 {
+			perTx[len(perTx)-1] = before - n
+		}
+		perTx, before = append(perTx, 0), n
+	}
+	purge := func(want int64) {
+		t.Helper()
+		perTx, before = nil, 0
+		u, gone := usage(), trimmedBytes()
+		n, err := l.Purge(ctx)
+		if err != nil || n != want {
+			t.Fatalf("purge: %d %v, want %d", n, err, want)
+		}
+		if len(perTx) > 0 {
+			perTx[len(perTx)-1] = before - rows()
+		}
+		if got := usage(); got != u-gone {
+			t.Fatalf("usage %d after purge, want %d - %d", got, u, gone)
+		}
+		if n := count(t, l, `SELECT count(*) FROM topics WHERE purged != trimmed`); n != 0 {
+			t.Fatalf("%d topics not purged to their trim point", n)
+		}
+		if n := count(t, l, `SELECT count(*) FROM events e JOIN topics t ON t.id = e.topic_id
+			WHERE e.seq <= t.trimmed OR e.seq > t.head`); n != 0 {
+			t.Fatalf("%d rows at or below trimmed left", n)
+		}
+		if n := count(t, l, `SELECT count(*) FROM topics t WHERE (SELECT count(*) FROM events e WHERE e.topic_id = t.id) != t.head - t.trimmed`); n != 0 {
+			t.Fatalf("%d topics lost retained rows", n)
+		}
+	}
+
+	var reqs []*Append
+	for i := 0; i < 50; i++ {
+		reqs = append(reqs, &Append{Tenant: fmt.Sprint("t", i%3), Topic: fmt.Sprint("small", i), Events: events(20)})
+	}
+	mustAppend(t, l, reqs...)
+	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 50 {
+		t.Fatalf("trim: %d %v", n, err)
+	}
+	purge(50 * 10)
+	if len(perTx) != 1 || perTx[0] != 500 {
+		t.Fatalf("purge transactions deleted %v rows, want one of 500", perTx)
+	}
+
+	// In id order: a (10 trimmed rows), big (purgeChunk+10), c (10).
+	mustAppend(t, l, &Append{Tenant: "t0", Topic: "a", Events: events(20)})
+	mustAppend(t, l, &Append{Tenant: "t1", Topic: "big", Events: events(purgeChunk + 20)})
+	mustAppend(t, l, &Append{Tenant: "t2", Topic: "c", Events: events(20)})
+	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 3 {
+		t.Fatalf("trim: %d %v", n, err)
+	}
+	purge(purgeChunk + 30)
+	if len(perTx) != 2 || perTx[0] != purgeChunk || perTx[1] != 30 {
+		t.Fatalf("purge transactions deleted %v rows, want [%d 30]", perTx, purgeChunk)
+	}
+	checkOldest(t, l)
 }
 
 // The age pass never moves a trim point back, nor past the head, even

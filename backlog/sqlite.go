@@ -28,8 +28,9 @@ type SQLite struct {
 	quotas Quotas
 	// BeforeRetentionTx, when set, is called by retention and by the purge
 	// of deleted tenants after they have read what to do and before each
-	// write transaction that does it ("age", "purge" or "doomed"), so tests
-	// can hold that window open and change the data inside it.
+	// write transaction that does it ("age", "purge" or "doomed"), and
+	// before the count trim's one statement ("count"), so tests can hold
+	// that window open and change the data inside it, or see a duty run.
 	BeforeRetentionTx func(duty string)
 }
 

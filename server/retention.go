@@ -11,29 +11,36 @@ import (
 // the contract's "at least 24 hours", restarts included.
 const IdempotencyTTL = 24 * time.Hour
 
-// ageEvery is how many count rounds one age round lasts; with a one-second
-// round the contract's "at least once a minute" holds.
+// ageEvery is how many count periods one age period lasts; with a
+// one-second period the contract's "at least once a minute" holds.
 const ageEvery = 30
 
-// RunRetention applies retention once, now: with withAge the age trim and
-// key expiry first, then the count trim, the purge of trimmed rows and of
-// deleted tenants' data. Tests call it to trim at a chosen moment.
+// RunRetention applies retention once, now, in order: with withAge the age
+// trim and key expiry first, then the count trim, then the purge of
+// trimmed rows and of deleted tenants' data. Tests call it to trim at a
+// chosen moment; the server's loops (retain) run each duty on its own.
 func (s *Server) RunRetention(ctx context.Context, withAge bool) error {
 	var errs []error
 	if withAge {
 		errs = append(errs, s.ageRound(ctx))
 	}
-	return errors.Join(append(errs, s.countRound(ctx))...)
+	return errors.Join(append(errs, s.countRound(ctx), s.purgeRound(ctx))...)
 }
 
-// countRound trims by count and purges; it runs every second, so removal
-// by count is within the contract's 5 s of the commit that passes the
-// limit, and a deleted tenant's data starts going at once.
+// countRound trims by count; it runs every second in its own loop, so
+// removal by count is within the contract's 5 s of the commit that passes
+// the limit whatever purging or the age pass is doing. Readers see exactly
+// the newest N from then on; the rows go in purgeRound.
 func (s *Server) countRound(ctx context.Context) error {
+	_, err := s.log.TrimByCount(ctx, s.cfg.RetentionEvents)
+	return err
+}
+
+// purgeRound deletes trimmed rows and deleted tenants' data; it runs every
+// second in its own loop, so a big purge (a deleted tenant's chunks and
+// its TRUNCATE checkpoint) never delays count trimming.
+func (s *Server) purgeRound(ctx context.Context) error {
 	var errs []error
-	if _, err := s.log.TrimByCount(ctx, s.cfg.RetentionEvents); err != nil {
-		errs = append(errs, err)
-	}
 	n, err := s.log.Purge(ctx)
 	s.metrics.Trimmed.Add(float64(n))
 	if err != nil {
@@ -46,7 +53,7 @@ func (s *Server) countRound(ctx context.Context) error {
 }
 
 // ageRound trims by age and forgets expired keys; the rows it trims are
-// purged by the next count round.
+// purged by the next purge round.
 func (s *Server) ageRound(ctx context.Context) error {
 	var errs []error
 	if _, err := s.log.TrimByAge(ctx, s.cfg.RetentionAge); err != nil {
@@ -58,11 +65,12 @@ func (s *Server) ageRound(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// retain runs the count round every period and the age round every
-// ageEvery periods, each in its own goroutine (as etcd's watchable store
-// runs one loop per duty): a long age pass never delays count trimming.
-// Both share the writer a transaction at a time. It returns, closing
-// s.retained, once ctx ends and both loops have stopped.
+// retain runs one loop per duty, each in its own goroutine (as etcd's
+// watchable store does): the count trim every period, the purge every
+// period, the age trim every ageEvery periods. A long age pass or purge
+// never delays count trimming; they share the writer a transaction at a
+// time. It returns, closing s.retained, once ctx ends and every loop has
+// stopped.
 func (s *Server) retain(ctx context.Context, every time.Duration) {
 	defer close(s.retained)
 	var wg sync.WaitGroup
@@ -72,6 +80,7 @@ func (s *Server) retain(ctx context.Context, every time.Duration) {
 		round func(context.Context) error
 	}{
 		{"count retention", every, s.countRound},
+		{"purge", every, s.purgeRound},
 		{"age retention", every * ageEvery, s.ageRound},
 	} {
 		wg.Add(1)
