@@ -19,21 +19,9 @@ import (
 // never delays removal by count. (With one loop for both this test never
 // gets its purge and hangs until the test timeout.)
 func TestAgePassDoesNotDelayCountTrimming(t *testing.T) {
-	dir := t.TempDir()
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := backlog.OpenSQLite(ctx, dir, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	evs := func(n int) []backlog.Event {
-		e := make([]backlog.Event, n)
-		for i := range e {
-			e[i] = backlog.Event{Type: "message", Data: []byte(`{}`)}
-		}
-		return e
-	}
+	dir := t.TempDir()
+	l, logger := openLog(t, dir)
 	if _, err := l.AppendBatch(ctx, []*backlog.Append{
 		{Tenant: "a", Topic: "old", Events: evs(1)},
 		{Tenant: "a", Topic: "busy", Events: evs(30)},
@@ -89,19 +77,7 @@ func TestAgePassDoesNotDelayCountTrimming(t *testing.T) {
 // the test fails at its deadline.)
 func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := backlog.OpenSQLite(ctx, t.TempDir(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	evs := func(n int) []backlog.Event {
-		e := make([]backlog.Event, n)
-		for i := range e {
-			e[i] = backlog.Event{Type: "message", Data: []byte(`{}`)}
-		}
-		return e
-	}
+	l, logger := openLog(t, t.TempDir())
 	// a/old is over the limit: the count loop trims it, and the purge loop
 	// then has rows to delete and calls the hook.
 	if _, err := l.AppendBatch(ctx, []*backlog.Append{{Tenant: "a", Topic: "old", Events: evs(30)}}); err != nil {
@@ -159,4 +135,23 @@ func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 		}
 	}
 	releaseOnce.Do(func() { close(release) })
+}
+
+func openLog(t *testing.T, dir string) (*backlog.SQLite, *slog.Logger) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := backlog.OpenSQLite(context.Background(), dir, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, logger
+}
+
+func evs(n int) []backlog.Event {
+	e := make([]backlog.Event, n)
+	for i := range e {
+		e[i] = backlog.Event{Type: "message", Data: []byte(`{}`)}
+	}
+	return e
 }
