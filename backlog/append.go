@@ -29,6 +29,12 @@ func eventBytes(e *Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e
 
 // AppendBatch commits all requests in one write transaction.
 func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
+	// Before the transaction: the writer has one connection, which the
+	// transaction then holds.
+	prepared, err := s.statements(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin commit: %w", err)
@@ -36,10 +42,7 @@ func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, err
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	a := appender{ctx: ctx, tx: tx, quotas: s.quotas,
 		topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
-	if err := a.prepare(); err != nil {
-		return nil, err
-	}
-	defer a.close()
+	a.bind(ctx, tx, prepared) // the transaction's statements close with it
 	now := s.now().UTC()
 	results := make([]Result, len(reqs))
 	for i, req := range reqs {
@@ -80,6 +83,14 @@ type appender struct {
 	topics  map[[2]string]*topicState
 	tenants map[string]*tenantState
 
+	statements
+}
+
+// statements are the commit's prepared statements. They are prepared
+// once on the writer connection and bound to each transaction with
+// Tx.StmtContext: preparing them afresh per commit was most of the CPU
+// of a one-event commit.
+type statements struct {
 	insert, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
 	deletedSince                                     *sql.Stmt
 	getTopic, newTopic, setTopic                     *sql.Stmt
@@ -87,49 +98,70 @@ type appender struct {
 	getTenant, getUsage, setUsage                    *sql.Stmt
 }
 
-func (a *appender) prepare() error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&a.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&a.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
-		{&a.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&a.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
-		{&a.deletedSince, `SELECT count(*) FROM doomed_tenants WHERE name = ? AND id = ? AND deleted >= ?`},
-		{&a.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
+type statementSQL struct {
+	stmt **sql.Stmt
+	sql  string
+}
+
+func (st *statements) list() []statementSQL {
+	return []statementSQL{
+		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
+		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
+		{&st.deletedSince, `SELECT count(*) FROM doomed_tenants WHERE name = ? AND id = ? AND deleted >= ?`},
+		{&st.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
 			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
 			batch = excluded.batch, created = excluded.created`},
-		{&a.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
-		{&a.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
+		{&st.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
+		{&st.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
 		// oldest is NULL exactly when no event is retained; the first one
 		// retained after that is committed now.
-		{&a.setTopic, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
-		{&a.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
+		{&st.setTopic, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
+		{&st.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
 			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
-		{&a.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
-		{&a.keySize, `SELECT length(key) + length(data) FROM state WHERE topic_id = ? AND key = ?`},
-		{&a.getTenant, `SELECT id, generation FROM tenants WHERE name = ?`},
-		{&a.getUsage, `SELECT bytes, topics FROM usage WHERE tenant = ?`},
-		{&a.setUsage, `INSERT INTO usage (tenant, bytes, topics) VALUES (?, ?, ?)
+		{&st.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
+		{&st.keySize, `SELECT length(key) + length(data) FROM state WHERE topic_id = ? AND key = ?`},
+		{&st.getTenant, `SELECT id, generation FROM tenants WHERE name = ?`},
+		{&st.getUsage, `SELECT bytes, topics FROM usage WHERE tenant = ?`},
+		{&st.setUsage, `INSERT INTO usage (tenant, bytes, topics) VALUES (?, ?, ?)
 			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics`},
-	} {
-		stmt, err := a.tx.PrepareContext(a.ctx, p.sql)
+	}
+}
+
+// statements prepares the commit's statements on the writer, once.
+func (s *SQLite) statements(ctx context.Context) (*statements, error) {
+	s.stmtsMu.Lock()
+	defer s.stmtsMu.Unlock()
+	if s.stmts != nil {
+		return s.stmts, nil
+	}
+	st := &statements{}
+	for _, p := range st.list() {
+		stmt, err := s.write.PrepareContext(ctx, p.sql)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
+			st.close()
+			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
 		}
 		*p.stmt = stmt
 	}
-	return nil
+	s.stmts = st
+	return st, nil
 }
 
-func (a *appender) close() {
-	for _, s := range []*sql.Stmt{a.insert, a.getIdem, a.putIdem, a.getWebhook, a.putWebhook, a.deletedSince,
-		a.getTopic, a.newTopic, a.setTopic, a.upsertKey, a.deleteKey, a.keySize,
-		a.getTenant, a.getUsage, a.setUsage} {
-		if s != nil {
-			s.Close()
+// bind makes the statements of tx from the prepared ones.
+func (st *statements) bind(ctx context.Context, tx *sql.Tx, prepared *statements) {
+	*st = *prepared
+	for _, p := range st.list() {
+		*p.stmt = tx.StmtContext(ctx, *p.stmt)
+	}
+}
+
+func (st *statements) close() {
+	for _, p := range st.list() {
+		if *p.stmt != nil {
+			(*p.stmt).Close()
 		}
 	}
 }

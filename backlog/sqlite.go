@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -26,6 +27,9 @@ type SQLite struct {
 	read   *sql.DB
 	now    func() time.Time
 	quotas Quotas
+	// stmts are the commit's statements, prepared once on the writer.
+	stmtsMu sync.Mutex
+	stmts   *statements
 	// BeforeRetentionTx, when set, is called by retention and by the purge
 	// of deleted tenants after they have read what to do and before each
 	// write transaction that does it ("age", "purge" or "doomed"), and
@@ -83,6 +87,11 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 
 // Close closes both pools; the committer must have stopped first.
 func (s *SQLite) Close() error {
+	s.stmtsMu.Lock()
+	if s.stmts != nil {
+		s.stmts.close()
+	}
+	s.stmtsMu.Unlock()
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
