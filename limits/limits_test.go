@@ -11,8 +11,10 @@ import (
 func TestPublishRateRefusesAndRecovers(t *testing.T) {
 	l := New(Config{PublishRate: 2, PublishBurst: 2})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if l.Publish("a", now) != nil || l.Publish("a", now) != nil {
-		t.Fatal("refused within the burst")
+	for i := range 2 {
+		if l.Publish("a", now) != nil {
+			t.Fatalf("publish %d refused within the burst", i+1)
+		}
 	}
 	r := l.Publish("a", now)
 	if r == nil || r.Code != "rate_limited" || r.RetryAfter <= 0 || r.RetryAfter > time.Second {
