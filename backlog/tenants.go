@@ -29,19 +29,10 @@ type Tenant struct {
 // CreateTenant creates the tenant with fresh secrets, or returns the one
 // that exists; created tells which.
 func (s *SQLite) CreateTenant(ctx context.Context, name string) (Tenant, bool, error) {
-	signing, err := secret(32)
+	t, err := freshSecrets(name)
 	if err != nil {
 		return Tenant{}, false, err
 	}
-	webhook, err := secret(24)
-	if err != nil {
-		return Tenant{}, false, err
-	}
-	gen, err := generation()
-	if err != nil {
-		return Tenant{}, false, err
-	}
-	t := Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}
 	err = s.write.QueryRowContext(ctx, `INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`,
 		t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
@@ -271,6 +262,25 @@ func (s *SQLite) forgetDoomed(ctx context.Context, ids []int64, names []doomedTe
 // old secrets stop verifying, and a request authorized before the rotation
 // no longer commits. It returns ErrNoTenant for an unknown tenant.
 func (s *SQLite) Rotate(ctx context.Context, name string) (Tenant, error) {
+	t, err := freshSecrets(name)
+	if err != nil {
+		return Tenant{}, err
+	}
+	err = s.write.QueryRowContext(ctx, `UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
+		WHERE name = ? RETURNING id`, t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Tenant{}, ErrNoTenant
+	}
+	if err != nil {
+		return Tenant{}, fmt.Errorf("rotate secrets of tenant %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// freshSecrets makes a tenant's secrets and generation, as a creation or
+// a rotation gives them: 32 random bytes of signing secret, 24 of webhook
+// secret, both base64.
+func freshSecrets(name string) (Tenant, error) {
 	signing, err := secret(32)
 	if err != nil {
 		return Tenant{}, err
@@ -283,16 +293,7 @@ func (s *SQLite) Rotate(ctx context.Context, name string) (Tenant, error) {
 	if err != nil {
 		return Tenant{}, err
 	}
-	t := Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}
-	err = s.write.QueryRowContext(ctx, `UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
-		WHERE name = ? RETURNING id`, t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Tenant{}, ErrNoTenant
-	}
-	if err != nil {
-		return Tenant{}, fmt.Errorf("rotate secrets of tenant %s: %w", name, err)
-	}
-	return t, nil
+	return Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}, nil
 }
 
 // generation makes a tenant's random generation: positive, so that the
