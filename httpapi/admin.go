@@ -67,13 +67,7 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, name string) 
 // credential made with the old secrets is 401 from the moment it answers.
 func (s *Server) rotateTenant(w http.ResponseWriter, r *http.Request, name string) {
 	t, err := s.deps.Tenants.Rotate(r.Context(), name)
-	switch {
-	case errors.Is(err, backlog.ErrNoTenant):
-		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
-		return
-	case err != nil:
-		s.deps.Logger.Error("rotate tenant", "tenant", name, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be rotated"))
+	if s.refuseAdmin(w, err, "rotated", name) {
 		return
 	}
 	s.deps.Hubs.StopPrefix(hub.Key(name, ""))
@@ -85,16 +79,24 @@ func (s *Server) rotateTenant(w http.ResponseWriter, r *http.Request, name strin
 // never creates anything, dev mode included.
 func (s *Server) adminTenant(w http.ResponseWriter, r *http.Request, name string) (backlog.Tenant, bool) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
+	return t, !s.refuseAdmin(w, err, "read", name)
+}
+
+// refuseAdmin answers an admin call on tenant name that failed: 404 for a
+// tenant that does not exist (the admin key is good; the tenant is what
+// is missing), 503 if the store could not do it. It reports whether it
+// answered.
+func (s *Server) refuseAdmin(w http.ResponseWriter, err error, done, name string) bool {
 	switch {
+	case err == nil:
+		return false
 	case errors.Is(err, backlog.ErrNoTenant):
 		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
-		return t, false
-	case err != nil:
-		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be read"))
-		return t, false
+	default:
+		s.deps.Logger.Error("tenant not "+done, "tenant", name, "err", err)
+		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be %s", done))
 	}
-	return t, true
+	return true
 }
 
 type tokenRequest struct {
@@ -149,13 +151,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request, name strin
 	if s.cfg.Dev && errors.Is(err, backlog.ErrNoTenant) {
 		err = nil
 	}
-	switch {
-	case errors.Is(err, backlog.ErrNoTenant):
-		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
-		return
-	case err != nil:
-		s.deps.Logger.Error("delete tenant", "tenant", name, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be deleted"))
+	if s.refuseAdmin(w, err, "deleted", name) {
 		return
 	}
 	s.deps.Hubs.StopPrefix(hub.Key(name, ""))
