@@ -108,12 +108,7 @@ func TestDeleteTenantEndsStreamsAndRemovesData(t *testing.T) {
 	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/gone/topics/x/notify", body: "1", header: bearer}); status != 201 {
 		t.Fatalf("publish: %d %s", status, b)
 	}
-	resp, err := http.Get(base + "/v1/tenants/gone/topics/x/watch?after=0&access_token=" + tok)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("watch: %v %v", resp, err)
-	}
-	defer resp.Body.Close()
-	fc := frames(t, resp.Body)
+	fc := openFrames(t, base, "/v1/tenants/gone/topics/x/watch?after=0&access_token="+tok)
 	next(t, fc) // hello
 	next(t, fc) // event 1
 	if status, _ := admin(t, base, "DELETE", "gone", ""); status != 204 {

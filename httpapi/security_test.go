@@ -213,12 +213,7 @@ func TestRotateRevokesCredentialsAndEndsStreams(t *testing.T) {
 	if status, _ := do(t, base, call{method: "POST", path: "/v1/tenants/rot/topics/x/notify", body: "1", header: bearer}); status != 201 {
 		t.Fatal("publish")
 	}
-	resp, err := http.Get(base + "/v1/tenants/rot/topics/x/watch?after=0&access_token=" + tok)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("watch: %v %v", resp, err)
-	}
-	defer resp.Body.Close()
-	fc := frames(t, resp.Body)
+	fc := openFrames(t, base, "/v1/tenants/rot/topics/x/watch?after=0&access_token="+tok)
 	next(t, fc) // hello
 	next(t, fc) // event 1
 	status, b := admin(t, base, "POST", "rot/rotate", "")
@@ -519,19 +514,9 @@ func TestRotateEndsStreamsThatAreCatchingUp(t *testing.T) {
 	}
 	// A live stream on the topic: the hub ends all its streams in one turn,
 	// so once this one has ended, the one catching up has been ended too.
-	live, err := http.Get(base + "/v1/tenants/cu/topics/x/watch?access_token=" + tok)
-	if err != nil || live.StatusCode != 200 {
-		t.Fatalf("live watch: %v %v", live, err)
-	}
-	defer live.Body.Close()
-	lc := frames(t, live.Body)
+	lc := openFrames(t, base, "/v1/tenants/cu/topics/x/watch?access_token="+tok)
 	next(t, lc) // hello
-	catching, err := http.Get(base + "/v1/tenants/cu/topics/x/watch?after=0&access_token=" + tok)
-	if err != nil || catching.StatusCode != 200 {
-		t.Fatalf("catching-up watch: %v %v", catching, err)
-	}
-	defer catching.Body.Close()
-	cc := frames(t, catching.Body)
+	cc := openFrames(t, base, "/v1/tenants/cu/topics/x/watch?after=0&access_token="+tok)
 	waitFor(t, between, "the first page")
 	if status, b := admin(t, base, "POST", "cu/rotate", ""); status != 200 {
 		t.Fatalf("rotate: %d %s", status, b)

@@ -79,6 +79,18 @@ func frames(t *testing.T, body io.Reader) <-chan client.Frame {
 	return c
 }
 
+// openFrames opens a stream at base+path, which must answer 200, and
+// returns its frames; the stream is closed when the test ends.
+func openFrames(t *testing.T, base, path string) <-chan client.Frame {
+	t.Helper()
+	resp, err := http.Get(base + path)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch %s: %v %v", path, resp, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return frames(t, resp.Body)
+}
+
 func next(t *testing.T, c <-chan client.Frame) client.Frame {
 	t.Helper()
 	select {
