@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"edgehub/event"
 )
 
 // Quotas bound what one tenant, or one topic's state, may store. They are
@@ -25,7 +27,7 @@ func (s *SQLite) SetQuotas(q Quotas) { s.quotas = q }
 
 // eventBytes is what one event adds to its tenant's stored bytes; purge
 // takes the same measure away (length(data)+length(type)+length(key)).
-func eventBytes(e *Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
+func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
 
 // AppendBatch commits all requests in one write transaction.
 func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
@@ -235,7 +237,7 @@ func (a *appender) createTopic(tenant, topic string) (*topicState, error) {
 
 // stateDelta is how much the request's keyed events change the topic's
 // state size, folding them in order over the sizes stored now.
-func (a *appender) stateDelta(t *topicState, events []Event) (int64, error) {
+func (a *appender) stateDelta(t *topicState, events []event.Event) (int64, error) {
 	var delta int64
 	var sizes map[string]int64
 	for i := range events {
@@ -254,7 +256,7 @@ func (a *appender) stateDelta(t *topicState, events []Event) (int64, error) {
 			}
 		}
 		next := int64(0)
-		if e.Op == OpUpsert {
+		if e.Op == event.OpUpsert {
 			next = int64(len(e.Key) + len(e.Data))
 		}
 		delta += next - cur
@@ -264,12 +266,12 @@ func (a *appender) stateDelta(t *topicState, events []Event) (int64, error) {
 }
 
 // fold applies a keyed event to the topic's state, in the same transaction.
-func (a *appender) fold(topicID int64, e *Event) error {
+func (a *appender) fold(topicID int64, e *event.Event) error {
 	var err error
 	switch e.Op {
-	case OpUpsert:
+	case event.OpUpsert:
 		_, err = a.upsertKey.ExecContext(a.ctx, topicID, e.Key, e.Seq, []byte(e.Data))
-	case OpDelete:
+	case event.OpDelete:
 		_, err = a.deleteKey.ExecContext(a.ctx, topicID, e.Key)
 	}
 	return err
@@ -402,7 +404,7 @@ func (a *appender) append(req *Append, now time.Time) (Result, error) {
 	ten.usageChanged = true
 	t.stateBytes += delta
 	t.changed = true
-	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]Event, len(req.Events))}
+	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]event.Event, len(req.Events))}
 	nanos := now.UnixNano()
 	for i, e := range req.Events {
 		t.head++

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"edgehub/event"
 )
 
 func one(tenant, topic string) *Append {
@@ -121,7 +123,7 @@ func TestTenantWideKeyBindsTopicAndRequest(t *testing.T) {
 func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 	l := openTest(t)
 	l.SetQuotas(Quotas{TenantTopics: 2, TenantBytes: 400, StateBytes: 100})
-	data := func(s string) []Event { return []Event{{Type: "m", Data: json.RawMessage(s)}} }
+	data := func(s string) []event.Event { return []event.Event{{Type: "m", Data: json.RawMessage(s)}} }
 	for _, topic := range []string{"x", "y"} {
 		if r := commitOne(t, l, one("a", topic)); r.Err != nil {
 			t.Fatalf("topic %s: %+v", topic, r)
@@ -145,13 +147,13 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 		t.Fatalf("usage %d bytes %d topics", b0, n0)
 	}
 	keyed := func(key, op, d string) *Append {
-		return &Append{Tenant: "a", Topic: "x", Events: []Event{{Type: "m", Key: key, Op: op, Data: json.RawMessage(d)}}}
+		return &Append{Tenant: "a", Topic: "x", Events: []event.Event{{Type: "m", Key: key, Op: op, Data: json.RawMessage(d)}}}
 	}
 	big := `"` + strings.Repeat("0123456789", 11) + `"`
-	if r := commitOne(t, l, keyed("k", OpUpsert, big)); !errors.Is(r.Err, ErrQuota) {
+	if r := commitOne(t, l, keyed("k", event.OpUpsert, big)); !errors.Is(r.Err, ErrQuota) {
 		t.Fatalf("state over its cap: %+v", r)
 	}
-	if r := commitOne(t, l, keyed("k", OpUpsert, `"small"`)); r.Err != nil {
+	if r := commitOne(t, l, keyed("k", event.OpUpsert, `"small"`)); r.Err != nil {
 		t.Fatalf("small state: %+v", r)
 	}
 	var stateBytes int64
@@ -166,7 +168,7 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 		t.Fatalf("over the tenant's bytes: %+v", r)
 	}
 	// Deleting the key frees its state bytes even when the tenant is full.
-	if r := commitOne(t, l, keyed("k", OpDelete, `null`)); r.Err != nil {
+	if r := commitOne(t, l, keyed("k", event.OpDelete, `null`)); r.Err != nil {
 		t.Fatalf("delete: %+v", r)
 	}
 	if err := l.write.QueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != 0 {

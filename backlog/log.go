@@ -1,8 +1,14 @@
+// Package backlog is the durable event log behind every topic: it numbers
+// events in the transaction that commits them, reads them back after any
+// position, and remembers idempotency keys. Log is an interface so that a
+// shared log (Postgres) can stand beside the embedded SQLite one.
 package backlog
 
 import (
 	"context"
 	"errors"
+
+	"edgehub/event"
 )
 
 // ErrKeyReused answers a request whose idempotency key was used before on
@@ -18,7 +24,7 @@ var ErrQuota = errors.New("quota exceeded")
 // a unit. Events carry type, key, op and data; the log assigns Seq and Time.
 type Append struct {
 	Tenant, Topic string
-	Events        []Event
+	Events        []event.Event
 	// Batch records whether the request was NDJSON, for the answer that a
 	// repeat of it gets.
 	Batch bool
@@ -44,7 +50,7 @@ type Result struct {
 	First, Last int64
 	Batch       bool
 	Duplicate   bool
-	Events      []Event
+	Events      []event.Event
 	Err         error
 }
 
@@ -52,18 +58,9 @@ type Result struct {
 // that retention removed: a reader at a position below it has lost
 // Position+1..Trimmed and must be told.
 type Page struct {
-	Events  []Event
+	Events  []event.Event
 	Head    int64
 	Trimmed int64
-}
-
-// State is a topic's keyed state as of sequence Seq: the latest data of
-// every key not deleted since, in key order, encoded as the state answer's
-// body and the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
-// because that is all a reader does with it and one copy is what it costs.
-type State struct {
-	Seq  int64
-	JSON []byte
 }
 
 // Log is the durable, per-topic numbered event log.
@@ -86,7 +83,7 @@ type Log interface {
 	// the encoded state will take (and again if it takes more), so that
 	// the caller can refuse a state it has no room for; admit's error ends
 	// the read, wrapped.
-	State(ctx context.Context, tenant, topic string, admit func(n int64) error) (State, error)
+	State(ctx context.Context, tenant, topic string, admit func(n int64) error) (event.State, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"edgehub/event"
 )
 
 // checkOldest checks the invariant of topics.oldest on every topic: NULL
@@ -374,8 +376,8 @@ func TestPurgeGivesBackUsage(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
-	evs := append(events(purgeChunk+1000), keyed("k1", OpUpsert, `{"a":1}`), keyed("k2", OpUpsert, `"two"`),
-		keyed("k1", OpUpsert, `[1,2,3]`), keyed("k3", OpUpsert, `3`), keyed("k3", OpDelete, `null`))
+	evs := append(events(purgeChunk+1000), keyed("k1", event.OpUpsert, `{"a":1}`), keyed("k2", event.OpUpsert, `"two"`),
+		keyed("k1", event.OpUpsert, `[1,2,3]`), keyed("k3", event.OpUpsert, `3`), keyed("k3", event.OpDelete, `null`))
 	for i := range evs {
 		evs[i].Type = fmt.Sprintf("type-%d", i%7)
 	}

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"edgehub/event"
 )
 
-func keyed(key, op, data string) Event {
-	return Event{Type: "message", Key: key, Op: op, Data: json.RawMessage(data)}
+func keyed(key, op, data string) event.Event {
+	return event.Event{Type: "message", Key: key, Op: op, Data: json.RawMessage(data)}
 }
 
 // State is folded in the commit's transaction: the latest data of each key
@@ -17,9 +19,9 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
 	if _, err := l.AppendBatch(ctx, []*Append{
-		{Tenant: "a", Topic: "x", Events: []Event{keyed("k1", OpUpsert, `1`), keyed("k2", OpUpsert, `{"v":2}`)}},
-		{Tenant: "a", Topic: "x", Events: []Event{keyed("k1", OpUpsert, `"one"`), {Type: "message", Data: json.RawMessage(`"plain"`)}}},
-		{Tenant: "a", Topic: "x", Events: []Event{keyed("k2", OpDelete, `null`), keyed("k3", OpUpsert, `[3]`)}},
+		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k1", event.OpUpsert, `1`), keyed("k2", event.OpUpsert, `{"v":2}`)}},
+		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k1", event.OpUpsert, `"one"`), {Type: "message", Data: json.RawMessage(`"plain"`)}}},
+		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k2", event.OpDelete, `null`), keyed("k3", event.OpUpsert, `[3]`)}},
 	}); err != nil {
 		t.Fatal(err)
 	}

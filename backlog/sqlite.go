@@ -16,6 +16,7 @@ import (
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
+	"edgehub/event"
 	schema "edgehub/sql"
 )
 
@@ -161,10 +162,10 @@ func (s *SQLite) Read(ctx context.Context, tenant, topic string, after int64, li
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
 	}
 	defer rows.Close()
-	p.Events = make([]Event, 0, min(limit, 256))
+	p.Events = make([]event.Event, 0, min(limit, 256))
 	size := 0
 	for rows.Next() {
-		var e Event
+		var e event.Event
 		var nanos int64
 		var data sql.RawBytes // copied only if the event joins the page
 		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data); err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"edgehub/event"
 )
 
 func openTest(t testing.TB) *SQLite {
@@ -22,10 +24,10 @@ func openTest(t testing.TB) *SQLite {
 	return l
 }
 
-func events(n int) []Event {
-	evs := make([]Event, n)
+func events(n int) []event.Event {
+	evs := make([]event.Event, n)
 	for i := range evs {
-		evs[i] = Event{Type: "message", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+		evs[i] = event.Event{Type: "message", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
 	}
 	return evs
 }
@@ -205,9 +207,9 @@ func TestAppendRefusesADeletedTenant(t *testing.T) {
 func TestReadBoundsAPageInBytes(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	evs := make([]Event, 10)
+	evs := make([]event.Event, 10)
 	for i := range evs {
-		evs[i] = Event{Type: "big", Data: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)} // 1002 bytes
+		evs[i] = event.Event{Type: "big", Data: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)} // 1002 bytes
 	}
 	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)
@@ -245,9 +247,9 @@ func TestReadBoundsAPageInBytes(t *testing.T) {
 func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	evs := make([]Event, 300)
+	evs := make([]event.Event, 300)
 	for i := range evs {
-		evs[i] = Event{Type: "message", Key: fmt.Sprintf("k%03d", i), Op: OpUpsert, Data: json.RawMessage(`1`)}
+		evs[i] = event.Event{Type: "message", Key: fmt.Sprintf("k%03d", i), Op: event.OpUpsert, Data: json.RawMessage(`1`)}
 	}
 	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)

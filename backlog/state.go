@@ -4,7 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
+
+	"edgehub/event"
 )
 
 // stateFrame is the most the answer adds around the keys: {"seq":S,"state":{}}
@@ -19,14 +20,14 @@ const stateFrame = 64
 // again with more if the rows go past that: the caller takes them from its
 // budget, and an error from admit (wrapped in the one returned) ends the
 // read before the bytes are allocated.
-func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n int64) error) (State, error) {
-	var st State
+func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n int64) error) (event.State, error) {
+	var st event.State
 	tx, t, err := s.readTopic(ctx, tenant, topic)
 	if err != nil {
 		return st, err
 	}
 	if tx == nil {
-		st.JSON = append(appendStateStart(nil, 0), "}}"...)
+		st.JSON = event.AppendStateEnd(event.AppendStateStart(nil, 0))
 		return st, nil
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
@@ -41,7 +42,7 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 	if err := admit(admitted); err != nil {
 		return st, fmt.Errorf("admit the %d-byte state of %s/%s: %w", admitted, tenant, topic, err)
 	}
-	b := appendStateStart(make([]byte, 0, admitted), st.Seq)
+	b := event.AppendStateStart(make([]byte, 0, admitted), st.Seq)
 	rows, err := tx.QueryContext(ctx, `SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`, t.id)
 	if err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
@@ -62,24 +63,12 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 			admitted += more
 			b = append(make([]byte, 0, admitted), b...)
 		}
-		if !first {
-			b = append(b, ',')
-		}
+		b = event.AppendStateKey(b, first, key, data)
 		first = false
-		b = strconv.AppendQuote(b, key) // keys are plain ASCII by the name rules
-		b = append(b, ':')
-		b = append(b, data...)
 	}
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
 	}
-	st.JSON = append(b, "}}"...)
+	st.JSON = event.AppendStateEnd(b)
 	return st, nil
-}
-
-// appendStateStart appends the answer up to its first key.
-func appendStateStart(b []byte, seq int64) []byte {
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	return append(b, `,"state":{`...)
 }

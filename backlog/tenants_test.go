@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"edgehub/event"
 )
 
 // Deleting a tenant is one short transaction that leaves its rows to
@@ -23,9 +25,9 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	ctx := context.Background()
 	big := mustTenant(t, l, "big")
 	mustTenant(t, l, "other")
-	keyedEvents := make([]Event, 8000)
+	keyedEvents := make([]event.Event, 8000)
 	for i := range keyedEvents {
-		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), OpUpsert, `{"v":1}`)
+		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), event.OpUpsert, `{"v":1}`)
 	}
 	mustAppend(t, l,
 		&Append{Tenant: "big", Topic: "a", Events: events(12000), IdemKey: "i1", IdemHash: []byte("h")},
@@ -151,8 +153,8 @@ func TestDeletedTenantLeavesNoBytesOnDisk(t *testing.T) {
 	mustTenant(t, l, "sec")
 	mustTenant(t, l, "keep")
 	mustAppend(t, l,
-		&Append{Tenant: "sec", Topic: "x", Events: []Event{
-			keyed("k", OpUpsert, `"`+marker+`-state"`),
+		&Append{Tenant: "sec", Topic: "x", Events: []event.Event{
+			keyed("k", event.OpUpsert, `"`+marker+`-state"`),
 			{Type: "message", Data: json.RawMessage(`{"m":"` + marker + `-event"}`)},
 		}},
 		&Append{Tenant: "keep", Topic: "y", Events: events(50)})

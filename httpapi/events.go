@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"edgehub/backlog"
+	"edgehub/event"
 )
 
 const (
@@ -73,7 +74,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 
 // pageBytes is what the envelopes of events take, at most, once encoded,
 // with the answer or frames around them.
-func pageBytes(events []backlog.Event) int64 {
+func pageBytes(events []event.Event) int64 {
 	n := int64(envelopeBytes)
 	for i := range events {
 		e := &events[i]
@@ -96,7 +97,7 @@ func appendReadAnswer(b []byte, page backlog.Page, after int64) []byte {
 			b = append(b, ',')
 		}
 		b = page.Events[i].AppendEnvelope(b)
-		page.Events[i] = backlog.Event{}
+		page.Events[i] = event.Event{}
 	}
 	b = append(b, `],"head":`...)
 	b = strconv.AppendInt(b, page.Head, 10)

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/faults"
 	"edgehub/hub"
 	"edgehub/sse"
@@ -57,7 +58,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	// Its bytes are taken from the read budget before the keys are read
 	// (429 overloaded if they are not free) and held until the snapshot
 	// frame is flushed.
-	var snap *backlog.State
+	var snap *event.State
 	snapHold := s.hold()
 	defer snapHold.release()
 	if v := r.URL.Query().Get("snapshot"); fromNow && (v == "1" || v == "true") {
@@ -277,7 +278,7 @@ func (p *pump) catchUp(ctx context.Context) error {
 				p.pos = e.Seq
 				p.delivered++
 			}
-			page.Events[i] = backlog.Event{} // its frame holds it now
+			page.Events[i] = event.Event{} // its frame holds it now
 		}
 		if err := p.flush(); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"edgehub/actors"
 	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/faults"
 	"edgehub/sse"
 )
@@ -361,7 +362,7 @@ func refuse(msg any, err error) {
 // encode builds each event's frame once, in the committer's goroutine, so
 // that fan-out to many streams shares the bytes and the hub does no
 // encoding in Receive.
-func encode(events []backlog.Event) []*Item {
+func encode(events []event.Event) []*Item {
 	items := make([]*Item, len(events))
 	for i := range events {
 		items[i] = &Item{Event: events[i], Frame: sse.AppendEvent(nil, &events[i])}

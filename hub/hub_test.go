@@ -14,6 +14,7 @@ import (
 
 	"edgehub/actors"
 	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/hub"
 )
 
@@ -92,7 +93,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) sendPublish(data string) chan hub.PublishReply {
 	reply := make(chan hub.PublishReply, 1)
 	h.hubs.Send(hub.Key("t", "x"), &hub.Publish{
-		Req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []backlog.Event{{Type: "message", Data: json.RawMessage(data)}}},
+		Req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
 		Reply: reply,
 	})
 	return reply
@@ -274,7 +275,7 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 	st := hub.NewStream(1 << 20)
 	j := recv(t, h.sendWatch(st), "watch")
 	if _, err := h.log.AppendBatch(context.Background(), []*backlog.Append{{Tenant: "t", Topic: "x",
-		Events: []backlog.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
+		Events: []event.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {

@@ -3,7 +3,7 @@ package hub
 import (
 	"sync"
 
-	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/faults"
 )
 
@@ -27,7 +27,7 @@ type Stream struct {
 
 // Item is a committed event with its frame encoded once for every stream.
 type Item struct {
-	Event backlog.Event
+	Event event.Event
 	Frame []byte
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"edgehub/backlog"
+	"edgehub/event"
 )
 
 // Whatever the body, content type, type, key and op, the parser either
@@ -54,7 +54,7 @@ func FuzzPublishParser(f *testing.F) {
 	})
 }
 
-func checkEvents(t *testing.T, m Meta, events []backlog.Event) {
+func checkEvents(t *testing.T, m Meta, events []event.Event) {
 	t.Helper()
 	if len(events) == 0 || len(events) > MaxBatch || (!m.Batch && len(events) != 1) {
 		t.Fatalf("%d events from one request (batch %v)", len(events), m.Batch)

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/names"
 )
 
@@ -90,8 +91,8 @@ func ParseOptions(r *http.Request, m *Meta, signed bool) *Error {
 		return refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
 	case m.Key == "":
 	case m.Op == "":
-		m.Op = backlog.OpUpsert
-	case m.Op != backlog.OpUpsert && m.Op != backlog.OpDelete:
+		m.Op = event.OpUpsert
+	case m.Op != event.OpUpsert && m.Op != event.OpDelete:
 		return refuse(http.StatusBadRequest, "invalid_op", "op must be upsert or delete")
 	}
 	if len(m.IdemKey) > MaxIdempotencyKey || !printable(m.IdemKey) {
@@ -135,9 +136,9 @@ func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *Error) 
 	if perr != nil {
 		return nil, perr
 	}
-	a := &backlog.Append{Tenant: tenant, Topic: topic, Batch: m.Batch, Events: make([]backlog.Event, len(datas))}
+	a := &backlog.Append{Tenant: tenant, Topic: topic, Batch: m.Batch, Events: make([]event.Event, len(datas))}
 	for i, d := range datas {
-		a.Events[i] = backlog.Event{Type: m.Type, Key: m.Key, Op: m.Op, Data: d}
+		a.Events[i] = event.Event{Type: m.Type, Key: m.Key, Op: m.Op, Data: d}
 	}
 	if m.IdemKey != "" {
 		a.IdemKey, a.TenantWideKey = m.IdemKey, m.TenantWideKey
@@ -150,7 +151,7 @@ var null = json.RawMessage("null")
 
 func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 	if !m.Batch {
-		if m.Op == backlog.OpDelete {
+		if m.Op == event.OpDelete {
 			return []json.RawMessage{null}, nil
 		}
 		d, err := compact(body)
@@ -182,7 +183,7 @@ func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 	}
 	out := make([]json.RawMessage, len(lines))
 	for i, line := range lines {
-		if m.Op == backlog.OpDelete {
+		if m.Op == event.OpDelete {
 			out[i] = null
 			continue
 		}

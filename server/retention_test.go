@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/metrics"
 )
 
@@ -148,10 +149,10 @@ func openLog(t *testing.T, dir string) (*backlog.SQLite, *slog.Logger) {
 	return l, logger
 }
 
-func evs(n int) []backlog.Event {
-	e := make([]backlog.Event, n)
+func evs(n int) []event.Event {
+	e := make([]event.Event, n)
 	for i := range e {
-		e[i] = backlog.Event{Type: "message", Data: []byte(`{}`)}
+		e[i] = event.Event{Type: "message", Data: []byte(`{}`)}
 	}
 	return e
 }

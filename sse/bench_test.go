@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/backlog"
+	"edgehub/event"
 	"edgehub/sse"
 )
 
 // Encoding one event's frame: done once per event on fan-out and once per
 // event per stream on catch-up.
 func BenchmarkAppendEvent(b *testing.B) {
-	ev := backlog.Event{Seq: 123456, Type: "order.created", Time: time.Now(), Data: json.RawMessage(`{"id":1,"text":"a typical small payload of an event"}`)}
+	ev := event.Event{Seq: 123456, Type: "order.created", Time: time.Now(), Data: json.RawMessage(`{"id":1,"text":"a typical small payload of an event"}`)}
 	buf := make([]byte, 0, 512)
 	for i := 0; i < b.N; i++ {
 		buf = sse.AppendEvent(buf[:0], &ev)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"edgehub/backlog"
+	"edgehub/event"
 )
 
 // Ping is the heartbeat: a comment, which EventSource ignores but which
@@ -35,7 +35,7 @@ func Open(retry time.Duration, head, position int64) []byte {
 
 // AppendEvent appends the frame of one committed event. Its id is the
 // sequence number, which is what a browser sends back as Last-Event-ID.
-func AppendEvent(b []byte, e *backlog.Event) []byte {
+func AppendEvent(b []byte, e *event.Event) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, "\nevent: "...)
@@ -76,6 +76,6 @@ var FrameEnd = []byte("\n\n")
 // EventFrameBound is at least the bytes AppendEvent appends for e (its
 // fixed text, seq, time and quotes are under 200 bytes), so that a writer
 // can flush before a frame would take its buffer past a limit.
-func EventFrameBound(e *backlog.Event) int {
+func EventFrameBound(e *event.Event) int {
 	return len(e.Data) + 2*len(e.Type) + len(e.Key) + len(e.Op) + 200
 }

@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/backlog"
 	"edgehub/client"
+	"edgehub/event"
 	"edgehub/sse"
 )
 
 // Frames written by the encoder read back, through a parser that follows
 // the WHATWG rules, as exactly the events that went in.
 func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
-	ev := backlog.Event{Seq: 42, Type: "order.created", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
-		Key: "k", Op: backlog.OpUpsert, Data: json.RawMessage(`{"text":"line\nbreak \u2028 \"quoted\""}`)}
+	ev := event.Event{Seq: 42, Type: "order.created", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+		Key: "k", Op: event.OpUpsert, Data: json.RawMessage(`{"text":"line\nbreak \u2028 \"quoted\""}`)}
 	var b []byte
 	b = append(b, sse.Open(2*time.Second, 41, 40)...)
 	b = sse.AppendEvent(b, &ev)
@@ -51,9 +51,9 @@ func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
 // flushes by it never lets a frame take its buffer past the limit.
 func TestEventFrameBoundCoversTheFrame(t *testing.T) {
 	widest := time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", 0))
-	for _, ev := range []backlog.Event{
+	for _, ev := range []event.Event{
 		{Seq: 1<<63 - 1, Type: "t", Time: widest, Data: json.RawMessage(`1`)},
-		{Seq: 1<<63 - 1, Type: "order.created", Time: widest, Key: "a-rather-long-key-name", Op: backlog.OpDelete, Data: json.RawMessage(`null`)},
+		{Seq: 1<<63 - 1, Type: "order.created", Time: widest, Key: "a-rather-long-key-name", Op: event.OpDelete, Data: json.RawMessage(`null`)},
 	} {
 		if n, bound := len(sse.AppendEvent(nil, &ev)), sse.EventFrameBound(&ev); n > bound {
 			t.Errorf("frame of %d bytes over a bound of %d: %+v", n, bound, ev)

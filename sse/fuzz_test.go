@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/backlog"
 	"edgehub/client"
+	"edgehub/event"
 	"edgehub/names"
 	"edgehub/sse"
 )
@@ -29,9 +29,9 @@ func FuzzFrameRoundTrip(f *testing.F) {
 		if err := json.Compact(&data, []byte(payload)); err != nil {
 			t.Skip()
 		}
-		ev := backlog.Event{Seq: seq, Type: typ, Time: time.Unix(0, seq).UTC(), Data: data.Bytes()}
+		ev := event.Event{Seq: seq, Type: typ, Time: time.Unix(0, seq).UTC(), Data: data.Bytes()}
 		if key != "" {
-			ev.Key, ev.Op = key, backlog.OpUpsert
+			ev.Key, ev.Op = key, event.OpUpsert
 		}
 		frame := sse.AppendEvent(nil, &ev)
 		f, err := client.NewDecoder(bytes.NewReader(frame)).Next()

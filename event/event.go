@@ -1,8 +1,11 @@
-// Package backlog is the durable event log behind every topic: it numbers
-// events in the transaction that commits them, reads them back after any
-// position, and remembers idempotency keys. Log is an interface so that a
-// shared log (Postgres) can stand beside the embedded SQLite one.
-package backlog
+// Package event is what a topic holds, as storage keeps it and every
+// transport hands it out: a committed Event, whose envelope is
+// {"seq":S,"type":T,"time":"RFC 3339","key":K,"op":O,"data":D} (key and op
+// only on keyed events), and a State, the fold of a topic's keyed events,
+// whose JSON is {"seq":S,"state":{"<key>":<data>,...}}. Both shapes are
+// built here and nowhere else, so the storage that encodes them and the
+// transports that send them agree byte for byte.
+package event
 
 import (
 	"encoding/json"
