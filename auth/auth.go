@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"edgehub/backlog"
 )
 
 // Errors of a check: bad or missing credentials, or good ones that do not
@@ -42,10 +40,10 @@ type Claims struct {
 }
 
 // Lookup finds a tenant's secrets; backlog.ErrNoTenant when there is none.
-type Lookup func(ctx context.Context, name string) (backlog.Tenant, error)
+type Lookup func(ctx context.Context, name string) (Tenant, error)
 
 // Mint signs a token for t with the given patterns, valid for ttl.
-func Mint(t backlog.Tenant, publish, subscribe []string, ttl time.Duration, now time.Time) (string, error) {
+func Mint(t Tenant, publish, subscribe []string, ttl time.Duration, now time.Time) (string, error) {
 	c := Claims{Tenant: t.Name, Publish: publish, Subscribe: subscribe,
 		RegisteredClaims: jwt.RegisteredClaims{IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}}
 	if c.Publish == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"edgehub/auth"
 	"edgehub/event"
 )
 
@@ -30,7 +31,7 @@ func count(t testing.TB, l *SQLite, query string, args ...any) int64 {
 	return n
 }
 
-func mustTenant(t testing.TB, l *SQLite, name string) Tenant {
+func mustTenant(t testing.TB, l *SQLite, name string) auth.Tenant {
 	t.Helper()
 	tn, _, err := l.CreateTenant(context.Background(), name)
 	if err != nil {

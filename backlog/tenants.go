@@ -8,30 +8,20 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"edgehub/auth"
 )
 
 // ErrNoTenant answers a lookup of a tenant the admin API never created (or
 // deleted).
 var ErrNoTenant = errors.New("unknown tenant")
 
-// Tenant is a tenant with its secrets, as the admin API returns it.
-type Tenant struct {
-	Name          string `json:"tenant"`
-	SigningSecret string `json:"signing_secret"`
-	WebhookSecret string `json:"webhook_secret"`
-	// ID is the incarnation (never reused); Generation changes with every
-	// rotation. A request authorized against one commits only while the
-	// tenant still has it.
-	ID         int64 `json:"-"`
-	Generation int64 `json:"-"`
-}
-
 // CreateTenant creates the tenant with fresh secrets, or returns the one
 // that exists; created tells which.
-func (s *SQLite) CreateTenant(ctx context.Context, name string) (Tenant, bool, error) {
+func (s *SQLite) CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error) {
 	t, err := freshSecrets(name)
 	if err != nil {
-		return Tenant{}, false, err
+		return auth.Tenant{}, false, err
 	}
 	err = s.write.QueryRowContext(ctx, `INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`,
@@ -40,22 +30,22 @@ func (s *SQLite) CreateTenant(ctx context.Context, name string) (Tenant, bool, e
 		return t, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return Tenant{}, false, fmt.Errorf("create tenant %s: %w", name, err)
+		return auth.Tenant{}, false, fmt.Errorf("create tenant %s: %w", name, err)
 	}
 	t, err = s.Tenant(ctx, name)
 	return t, false, err
 }
 
 // Tenant looks a tenant up.
-func (s *SQLite) Tenant(ctx context.Context, name string) (Tenant, error) {
-	t := Tenant{Name: name}
+func (s *SQLite) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
+	t := auth.Tenant{Name: name}
 	err := s.read.QueryRowContext(ctx, `SELECT id, generation, signing_secret, webhook_secret FROM tenants WHERE name = ?`, name).
 		Scan(&t.ID, &t.Generation, &t.SigningSecret, &t.WebhookSecret)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Tenant{}, ErrNoTenant
+		return auth.Tenant{}, ErrNoTenant
 	}
 	if err != nil {
-		return Tenant{}, fmt.Errorf("read tenant %s: %w", name, err)
+		return auth.Tenant{}, fmt.Errorf("read tenant %s: %w", name, err)
 	}
 	return t, nil
 }
@@ -261,18 +251,18 @@ func (s *SQLite) forgetDoomed(ctx context.Context, ids []int64, names []doomedTe
 // generation, keeping its id: tokens and webhook signatures made with the
 // old secrets stop verifying, and a request authorized before the rotation
 // no longer commits. It returns ErrNoTenant for an unknown tenant.
-func (s *SQLite) Rotate(ctx context.Context, name string) (Tenant, error) {
+func (s *SQLite) Rotate(ctx context.Context, name string) (auth.Tenant, error) {
 	t, err := freshSecrets(name)
 	if err != nil {
-		return Tenant{}, err
+		return auth.Tenant{}, err
 	}
 	err = s.write.QueryRowContext(ctx, `UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
 		WHERE name = ? RETURNING id`, t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Tenant{}, ErrNoTenant
+		return auth.Tenant{}, ErrNoTenant
 	}
 	if err != nil {
-		return Tenant{}, fmt.Errorf("rotate secrets of tenant %s: %w", name, err)
+		return auth.Tenant{}, fmt.Errorf("rotate secrets of tenant %s: %w", name, err)
 	}
 	return t, nil
 }
@@ -280,20 +270,20 @@ func (s *SQLite) Rotate(ctx context.Context, name string) (Tenant, error) {
 // freshSecrets makes a tenant's secrets and generation, as a creation or
 // a rotation gives them: 32 random bytes of signing secret, 24 of webhook
 // secret, both base64.
-func freshSecrets(name string) (Tenant, error) {
+func freshSecrets(name string) (auth.Tenant, error) {
 	signing, err := secret(32)
 	if err != nil {
-		return Tenant{}, err
+		return auth.Tenant{}, err
 	}
 	webhook, err := secret(24)
 	if err != nil {
-		return Tenant{}, err
+		return auth.Tenant{}, err
 	}
 	gen, err := generation()
 	if err != nil {
-		return Tenant{}, err
+		return auth.Tenant{}, err
 	}
-	return Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}, nil
+	return auth.Tenant{Name: name, SigningSecret: signing, WebhookSecret: "whsec_" + webhook, Generation: gen}, nil
 }
 
 // generation makes a tenant's random generation: positive, so that the

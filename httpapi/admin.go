@@ -37,7 +37,7 @@ func (s *Server) adminRoute(h func(w http.ResponseWriter, r *http.Request, tenan
 
 // writeSecrets answers a tenant body: it holds secrets, so no cache may
 // keep it.
-func writeSecrets(w http.ResponseWriter, status int, t backlog.Tenant) {
+func writeSecrets(w http.ResponseWriter, status int, t auth.Tenant) {
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, status, t)
 }
@@ -77,7 +77,7 @@ func (s *Server) rotateTenant(w http.ResponseWriter, r *http.Request, name strin
 // adminTenant looks a tenant up for the admin API, where an unknown one is
 // 404 (the admin key is good; the tenant is what is missing). A lookup
 // never creates anything, dev mode included.
-func (s *Server) adminTenant(w http.ResponseWriter, r *http.Request, name string) (backlog.Tenant, bool) {
+func (s *Server) adminTenant(w http.ResponseWriter, r *http.Request, name string) (auth.Tenant, bool) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	return t, !s.refuseAdmin(w, err, "read", name)
 }

@@ -34,7 +34,7 @@ func token(r *http.Request) string {
 // stillThere checks, outside dev mode, that the tenant authorized at the
 // start of the request was neither deleted nor rotated while the request
 // was being served (its generation would differ).
-func (s *Server) stillThere(r *http.Request, authorized backlog.Tenant) *apiError {
+func (s *Server) stillThere(r *http.Request, authorized auth.Tenant) *apiError {
 	if s.cfg.Dev {
 		return nil
 	}
@@ -59,9 +59,9 @@ func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Ac
 // then holds on to. Dev mode needs no credentials (and returns only the
 // name). A tenant that does not exist has no secret to check against:
 // 401, like a bad token.
-func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (backlog.Tenant, *apiError) {
+func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, *apiError) {
 	if s.cfg.Dev {
-		return backlog.Tenant{Name: tenant}, nil
+		return auth.Tenant{Name: tenant}, nil
 	}
 	t, aerr := s.tenant(r, tenant)
 	if aerr != nil {
@@ -73,7 +73,7 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
-	lookup := func(ctx context.Context, name string) (backlog.Tenant, error) {
+	lookup := func(ctx context.Context, name string) (auth.Tenant, error) {
 		if name == t.Name {
 			return t, nil
 		}
@@ -86,7 +86,7 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 // signature, which covers the body: it reads the body (within the limit)
 // and returns it, so the caller does not read it twice; signed tells that
 // the signature, not a token, let the request in.
-func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *apiError)) (t backlog.Tenant, body []byte, signed bool, aerr *apiError) {
+func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *apiError)) (t auth.Tenant, body []byte, signed bool, aerr *apiError) {
 	if s.cfg.Dev || token(r) != "" || !auth.HasWebhook(r.Header) {
 		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
 		return t, nil, false, aerr
@@ -100,7 +100,7 @@ func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBod
 	return t, body, true, fromAuth(auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()))
 }
 
-func (s *Server) tenant(r *http.Request, name string) (backlog.Tenant, *apiError) {
+func (s *Server) tenant(r *http.Request, name string) (auth.Tenant, *apiError) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):

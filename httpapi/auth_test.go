@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"edgehub/auth"
-	"edgehub/backlog"
 	"edgehub/httpapi"
 	"edgehub/server"
 )
@@ -38,10 +37,10 @@ func admin(t *testing.T, base, method, path, body string) (int, []byte) {
 		header: map[string]string{"Authorization": "Bearer " + adminKey}})
 }
 
-func createTenant(t *testing.T, base, name string) backlog.Tenant {
+func createTenant(t *testing.T, base, name string) auth.Tenant {
 	t.Helper()
 	status, b := admin(t, base, "PUT", name, "")
-	var tn backlog.Tenant
+	var tn auth.Tenant
 	if err := json.Unmarshal(b, &tn); err != nil || (status != 201 && status != 200) {
 		t.Fatalf("create tenant %s: %d %s", name, status, b)
 	}
@@ -61,7 +60,7 @@ func mint(t *testing.T, base, tenant, body string) string {
 func TestAdminAPI(t *testing.T) {
 	base := authServer(t, nil)
 	status, b := admin(t, base, "PUT", "acme", "")
-	var first backlog.Tenant
+	var first auth.Tenant
 	json.Unmarshal(b, &first) //nolint:errcheck // checked by value
 	if status != 201 || first.Name != "acme" || first.SigningSecret == "" || !strings.HasPrefix(first.WebhookSecret, "whsec_") {
 		t.Fatalf("create: %d %s", status, b)
@@ -145,7 +144,7 @@ func TestIsolationMatrix(t *testing.T) {
 		"a-sub":       mint(t, base, "a", `{"subscribe":["orders-*"]}`),
 		"a-all":       mint(t, base, "a", `{"publish":["*"],"subscribe":["*"]}`),
 		"b-all":       mint(t, base, "b", `{"publish":["*"],"subscribe":["*"]}`),
-		"a-wrong-key": mustMint(t, backlog.Tenant{Name: "a", SigningSecret: "not the secret"}, time.Now(), time.Hour),
+		"a-wrong-key": mustMint(t, auth.Tenant{Name: "a", SigningSecret: "not the secret"}, time.Now(), time.Hour),
 		"a-expired":   mustMint(t, a, time.Now().Add(-2*time.Hour), time.Hour),
 		"a-in-leeway": mustMint(t, a, time.Now().Add(-time.Hour-10*time.Second), time.Hour),
 	}
@@ -206,7 +205,7 @@ func TestIsolationMatrix(t *testing.T) {
 	}
 }
 
-func mustMint(t *testing.T, tn backlog.Tenant, now time.Time, ttl time.Duration) string {
+func mustMint(t *testing.T, tn auth.Tenant, now time.Time, ttl time.Duration) string {
 	t.Helper()
 	tok, err := auth.Mint(tn, []string{"*"}, []string{"*"}, ttl, now)
 	if err != nil {

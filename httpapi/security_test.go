@@ -16,7 +16,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"edgehub/auth"
-	"edgehub/backlog"
 	"edgehub/httpapi"
 	"edgehub/server"
 )
@@ -217,7 +216,7 @@ func TestRotateRevokesCredentialsAndEndsStreams(t *testing.T) {
 	next(t, fc) // hello
 	next(t, fc) // event 1
 	status, b := admin(t, base, "POST", "rot/rotate", "")
-	var renewed backlog.Tenant
+	var renewed auth.Tenant
 	if err := json.Unmarshal(b, &renewed); err != nil || status != 200 || renewed.Name != "rot" ||
 		renewed.SigningSecret == old.SigningSecret || renewed.WebhookSecret == old.WebhookSecret || !strings.HasPrefix(renewed.WebhookSecret, "whsec_") {
 		t.Fatalf("rotate: %d %s", status, b)

@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"edgehub/actors"
+	"edgehub/auth"
 	"edgehub/backlog"
 	"edgehub/limits"
 	"edgehub/metrics"
@@ -47,10 +48,10 @@ type Config struct {
 
 // Tenants is the tenant store of the admin API and of credential checks.
 type Tenants interface {
-	Tenant(ctx context.Context, name string) (backlog.Tenant, error)
-	CreateTenant(ctx context.Context, name string) (backlog.Tenant, bool, error)
+	Tenant(ctx context.Context, name string) (auth.Tenant, error)
+	CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error)
 	DeleteTenant(ctx context.Context, name string) error
-	Rotate(ctx context.Context, name string) (backlog.Tenant, error)
+	Rotate(ctx context.Context, name string) (auth.Tenant, error)
 }
 
 // Deps are the parts main builds and the routes use.
