@@ -1,3 +1,6 @@
+// Package client is the Go side of Edgehub's wire: the publish and watch
+// calls that the command line (and the black-box tests) make. Watch reads
+// its stream with package sse's strict decoder.
 package client
 
 import (
@@ -12,6 +15,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"edgehub/sse"
 )
 
 // Client talks to one Edgehub server.
@@ -191,13 +196,13 @@ type WatchOptions struct {
 // the exception: until its snapshot frame has arrived, it resumes with no
 // position, so that the server sends the snapshot again; resuming from
 // hello's position would skip the state for good.
-func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions, on func(Frame) error) error {
+func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions, on func(sse.Frame) error) error {
 	lastID := o.LastEventID
 	needSnapshot := o.Snapshot && !o.HasAfter && lastID == ""
 	retry := 2 * time.Second
 	b := backoff{}
 	for {
-		err := c.watchOnce(ctx, tenant, topic, o, lastID, func(f Frame) error {
+		err := c.watchOnce(ctx, tenant, topic, o, lastID, func(f sse.Frame) error {
 			switch {
 			case f.Event == "snapshot":
 				needSnapshot = false
@@ -245,7 +250,7 @@ func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions
 // errStop marks an error from the caller's callback, which ends Watch.
 var errStop = errors.New("stopped by caller")
 
-func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOptions, lastID string, on func(Frame) error, retry *time.Duration) error {
+func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOptions, lastID string, on func(sse.Frame) error, retry *time.Duration) error {
 	q := url.Values{}
 	if o.HasAfter {
 		q.Set("after", strconv.FormatInt(o.After, 10))
@@ -271,7 +276,7 @@ func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOpt
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return decodeError(resp, b)
 	}
-	d := NewDecoder(resp.Body)
+	d := sse.NewDecoder(resp.Body)
 	for {
 		f, err := d.Next()
 		if d.Retry > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"edgehub/client"
 	"edgehub/server"
+	"edgehub/sse"
 )
 
 // A live watch that has seen no event yet and loses its connection resumes
@@ -48,7 +49,7 @@ func TestWatchResumesFromHelloPositionBeforeAnyEvent(t *testing.T) {
 				t.Error(err)
 			}
 		},
-	}, func(f client.Frame) error {
+	}, func(f sse.Frame) error {
 		switch f.Event {
 		case "hello":
 			if hellos++; hellos == 1 {
@@ -139,7 +140,7 @@ func TestSnapshotWatchResumesForTheSnapshotWhenCutBeforeIt(t *testing.T) {
 	rec := &recorder{cut: true}
 	c := &client.Client{Server: ts.URL, HTTP: &http.Client{Transport: rec}}
 	var events []string
-	err := c.Watch(ctx, "t", "s", client.WatchOptions{Snapshot: true, Reconnect: true}, func(f client.Frame) error {
+	err := c.Watch(ctx, "t", "s", client.WatchOptions{Snapshot: true, Reconnect: true}, func(f sse.Frame) error {
 		events = append(events, f.Event)
 		if f.Event == "snapshot" {
 			if f.Data != `{"seq":1,"state":{"k":{"big":"state"}}}` {
@@ -191,7 +192,7 @@ func TestWatchRetriesAStreamCapRefusal(t *testing.T) {
 	c := &client.Client{Server: ts.URL}
 	holderCtx, release := context.WithCancel(ctx)
 	holding := make(chan struct{})
-	go c.Watch(holderCtx, "t", "w", client.WatchOptions{}, func(f client.Frame) error { //nolint:errcheck // ended by release
+	go c.Watch(holderCtx, "t", "w", client.WatchOptions{}, func(f sse.Frame) error { //nolint:errcheck // ended by release
 		close(holding)
 		<-holderCtx.Done()
 		return nil
@@ -203,7 +204,7 @@ func TestWatchRetriesAStreamCapRefusal(t *testing.T) {
 			refused++
 			release() // the slot frees up while the watcher waits
 		}
-	}}, func(f client.Frame) error {
+	}}, func(f sse.Frame) error {
 		if f.Event == "hello" {
 			return io.EOF
 		}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
 	"edgehub/httpapi"
 	"edgehub/server"
+	"edgehub/sse"
 )
 
 const wait = 10 * time.Second
@@ -63,11 +63,11 @@ func publish(t *testing.T, base, topic, body string) int64 {
 }
 
 // frames reads a stream's frames into a channel.
-func frames(t *testing.T, body io.Reader) <-chan client.Frame {
-	c := make(chan client.Frame, 1024)
+func frames(t *testing.T, body io.Reader) <-chan sse.Frame {
+	c := make(chan sse.Frame, 1024)
 	go func() {
 		defer close(c)
-		d := client.NewDecoder(body)
+		d := sse.NewDecoder(body)
 		for {
 			f, err := d.Next()
 			if err != nil {
@@ -81,7 +81,7 @@ func frames(t *testing.T, body io.Reader) <-chan client.Frame {
 
 // openFrames opens a stream at base+path, which must answer 200, and
 // returns its frames; the stream is closed when the test ends.
-func openFrames(t *testing.T, base, path string) <-chan client.Frame {
+func openFrames(t *testing.T, base, path string) <-chan sse.Frame {
 	t.Helper()
 	resp, err := http.Get(base + path)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -91,7 +91,7 @@ func openFrames(t *testing.T, base, path string) <-chan client.Frame {
 	return frames(t, resp.Body)
 }
 
-func next(t *testing.T, c <-chan client.Frame) client.Frame {
+func next(t *testing.T, c <-chan sse.Frame) sse.Frame {
 	t.Helper()
 	select {
 	case f, ok := <-c:

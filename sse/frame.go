@@ -1,6 +1,8 @@
-// Package sse encodes the frames of an Edgehub stream. Each function returns
-// one whole frame, ending in the blank line that dispatches it, so a writer
-// that flushes whole frames never leaves a browser holding half of one.
+// Package sse encodes the frames of an Edgehub stream and decodes them. Each
+// encoding function returns one whole frame, ending in the blank line that
+// dispatches it, so a writer that flushes whole frames never leaves a
+// browser holding half of one. Decoder reads frames as the WHATWG rules
+// say EventSource does.
 package sse
 
 import (

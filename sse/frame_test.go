@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
 	"edgehub/event"
 	"edgehub/sse"
 )
@@ -21,8 +20,8 @@ func TestFramesRoundTripThroughAStrictParser(t *testing.T) {
 	b = sse.AppendEvent(b, &ev)
 	b = append(b, sse.Ping...)
 	b = sse.AppendGap(b, 43, 50)
-	d := client.NewDecoder(bytes.NewReader(b))
-	want := []client.Frame{
+	d := sse.NewDecoder(bytes.NewReader(b))
+	want := []sse.Frame{
 		{ID: "40", IDSet: true, Event: "hello", Data: `{"head":41,"position":40}`},
 		{ID: "42", IDSet: true, Event: "order.created",
 			Data: `{"seq":42,"type":"order.created","time":"2026-01-02T03:04:05.000000006Z","key":"k","op":"upsert","data":{"text":"line\nbreak \u2028 \"quoted\""}}`},
@@ -65,7 +64,7 @@ func TestEventFrameBoundCoversTheFrame(t *testing.T) {
 func TestSnapshotFrameInParts(t *testing.T) {
 	state := []byte(`{"seq":7,"state":{"k":1}}`)
 	b := append(append(sse.AppendSnapshotStart(nil, 7), state...), sse.FrameEnd...)
-	f, err := client.NewDecoder(bytes.NewReader(b)).Next()
+	f, err := sse.NewDecoder(bytes.NewReader(b)).Next()
 	if err != nil || f.ID != "7" || f.Event != "snapshot" || f.Data != string(state) {
 		t.Fatalf("got %+v %v", f, err)
 	}

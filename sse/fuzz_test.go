@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
 	"edgehub/event"
 	"edgehub/names"
 	"edgehub/sse"
@@ -34,7 +33,7 @@ func FuzzFrameRoundTrip(f *testing.F) {
 			ev.Key, ev.Op = key, event.OpUpsert
 		}
 		frame := sse.AppendEvent(nil, &ev)
-		f, err := client.NewDecoder(bytes.NewReader(frame)).Next()
+		f, err := sse.NewDecoder(bytes.NewReader(frame)).Next()
 		if err != nil {
 			t.Fatalf("frame %q does not parse: %v", frame, err)
 		}

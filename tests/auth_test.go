@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 // The binary without --dev: the admin key comes from EDGEHUB_ADMIN_KEY, a
@@ -47,7 +48,7 @@ func TestProductionModeEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got string
-	err := c.Watch(ctx, "acme", "orders", client.WatchOptions{HasAfter: true}, func(f client.Frame) error {
+	err := c.Watch(ctx, "acme", "orders", client.WatchOptions{HasAfter: true}, func(f sse.Frame) error {
 		if f.Event == "message" {
 			got = f.Data
 			return context.Canceled

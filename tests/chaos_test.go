@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 var chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos publishes, watches and kills")
@@ -302,7 +303,7 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 	}
 	a.ids = []string{key + "-0"}
 	r.record(key, a)
-	d := client.NewDecoder(resp.Body)
+	d := sse.NewDecoder(resp.Body)
 	var position int64
 	for {
 		f, err := d.Next()
@@ -402,7 +403,7 @@ func (w *chaosWatcher) connect(ctx context.Context, slow bool, until int64) {
 	if until < 0 && rand.IntN(4) == 0 {
 		stallAt = rand.IntN(500)
 	}
-	d := client.NewDecoder(resp.Body)
+	d := sse.NewDecoder(resp.Body)
 	for frames := 0; ; frames++ {
 		f, err := d.Next()
 		if err != nil {
@@ -431,7 +432,7 @@ func (w *chaosWatcher) connect(ctx context.Context, slow bool, until int64) {
 
 // check applies the delivery rules to one frame; false ends the connection
 // after a violation, so one bug is not reported a thousand times.
-func (w *chaosWatcher) check(f client.Frame, resuming bool) bool {
+func (w *chaosWatcher) check(f sse.Frame, resuming bool) bool {
 	r := w.r
 	switch f.Event {
 	case "hello":

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 // Each of 200 fresh streams publishes the moment it has the response
@@ -225,7 +226,7 @@ func TestHeartbeatsAndCleanupWhenClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	pings := make(chan string, 16)
-	d := client.NewDecoder(resp.Body)
+	d := sse.NewDecoder(resp.Body)
 	d.Comment = func(c string) {
 		select {
 		case pings <- c:

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 // wait bounds how long a test waits for something that must happen; it is
@@ -224,7 +225,7 @@ func (p *proc) readAll(t *testing.T, topic string) ([]envelope, int64) {
 // stream is an open watch with its frames arriving on a channel.
 type stream struct {
 	resp   *http.Response
-	frames chan client.Frame
+	frames chan sse.Frame
 	err    error
 }
 
@@ -247,10 +248,10 @@ func (p *proc) watch(t *testing.T, topic, query string, header map[string]string
 		resp.Body.Close()
 		t.Fatalf("watch: %d %s", resp.StatusCode, b)
 	}
-	s := &stream{resp: resp, frames: make(chan client.Frame, 4096)}
+	s := &stream{resp: resp, frames: make(chan sse.Frame, 4096)}
 	go func() {
 		defer close(s.frames)
-		d := client.NewDecoder(resp.Body)
+		d := sse.NewDecoder(resp.Body)
 		for {
 			f, err := d.Next()
 			if err != nil {
@@ -266,7 +267,7 @@ func (p *proc) watch(t *testing.T, topic, query string, header map[string]string
 
 func (s *stream) close() { s.resp.Body.Close() }
 
-func (s *stream) next(t *testing.T) client.Frame {
+func (s *stream) next(t *testing.T) sse.Frame {
 	t.Helper()
 	select {
 	case f, ok := <-s.frames:

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
+	"edgehub/sse"
 )
 
 // A watcher that stops reading while more than 20 MB is published gets all
@@ -50,7 +50,7 @@ func TestStalledReaderCatchesUpWithoutGapAndBlocksNoOne(t *testing.T) {
 	t.Logf("published %d events while one watcher was stalled, in %v", total, time.Since(began))
 
 	conn.SetReadDeadline(time.Now().Add(wait)) //nolint:errcheck // a hang guard
-	d := client.NewDecoder(resp.Body)
+	d := sse.NewDecoder(resp.Body)
 	bytesRead := 0
 	for want := int64(0); want <= total; want++ {
 		f, err := d.Next()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 // selfSigned writes a throwaway certificate for 127.0.0.1 and its key into
@@ -74,7 +75,7 @@ func TestTLSServesHTTP2Streams(t *testing.T) {
 	opened := make(chan string, streams)
 	for i := 0; i < streams; i++ {
 		go func() {
-			c.Watch(ctx, "acme", "tls", client.WatchOptions{}, func(f client.Frame) error { //nolint:errcheck // ended by the test
+			c.Watch(ctx, "acme", "tls", client.WatchOptions{}, func(f sse.Frame) error { //nolint:errcheck // ended by the test
 				if f.Event == "hello" {
 					opened <- f.ID
 					return nil

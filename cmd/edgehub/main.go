@@ -21,6 +21,7 @@ import (
 
 	"edgehub/client"
 	"edgehub/server"
+	"edgehub/sse"
 )
 
 type cli struct {
@@ -271,7 +272,7 @@ func (w *watchCmd) Run() error {
 	if w.After != nil {
 		o.After, o.HasAfter = *w.After, true
 	}
-	err = w.client().Watch(ctx, tenant, topic, o, func(f client.Frame) error {
+	err = w.client().Watch(ctx, tenant, topic, o, func(f sse.Frame) error {
 		return w.print(out, f)
 	})
 	out.Flush()
@@ -281,7 +282,7 @@ func (w *watchCmd) Run() error {
 	return err
 }
 
-func (w *watchCmd) print(out *bufio.Writer, f client.Frame) error {
+func (w *watchCmd) print(out *bufio.Writer, f sse.Frame) error {
 	switch f.Event {
 	case "hello":
 		fmt.Fprintln(os.Stderr, "connected:", f.Data)

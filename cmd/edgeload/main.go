@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/sse"
 )
 
 func main() {
@@ -179,7 +180,7 @@ func (l *load) fanout(watchers, rate int, d time.Duration) error {
 		go func() {
 			defer done.Done()
 			got, first := 0, true
-			err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{}, func(f client.Frame) error {
+			err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{}, func(f sse.Frame) error {
 				if first {
 					first = false
 					ready.Done()
@@ -241,7 +242,7 @@ func (l *load) catchup(n int) error {
 	defer cancel()
 	got := 0
 	start := time.Now()
-	err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{HasAfter: true}, func(f client.Frame) error {
+	err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{HasAfter: true}, func(f sse.Frame) error {
 		if f.Event == "hello" {
 			return nil
 		}
@@ -272,7 +273,7 @@ func (l *load) memory(n int) error {
 		ready.Add(1)
 		go func() {
 			first := true
-			l.client().Watch(ctx, "bench", l.topic(fmt.Sprintf("idle-%d", i%100)), client.WatchOptions{}, func(client.Frame) error { //nolint:errcheck // ended by cancel
+			l.client().Watch(ctx, "bench", l.topic(fmt.Sprintf("idle-%d", i%100)), client.WatchOptions{}, func(sse.Frame) error { //nolint:errcheck // ended by cancel
 				if first {
 					first = false
 					ready.Done()
@@ -337,7 +338,7 @@ func (l *load) state(n int) error {
 		size = len(b)
 		t0 = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err = l.client().Watch(ctx, "bench", topic, client.WatchOptions{Snapshot: true}, func(f client.Frame) error {
+		err = l.client().Watch(ctx, "bench", topic, client.WatchOptions{Snapshot: true}, func(f sse.Frame) error {
 			if f.Event == "snapshot" {
 				return io.EOF
 			}

@@ -1,7 +1,4 @@
-// Package client is the Go side of Edgehub's wire: a strict Server-Sent
-// Events decoder that follows the WHATWG parsing rules, and the publish and
-// watch calls that the command line (and the black-box tests) make.
-package client
+package sse
 
 import (
 	"bufio"
