@@ -17,7 +17,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"edgehub/event"
-	schema "edgehub/sql"
+	"edgehub/sql/schema"
 )
 
 // SQLite is the embedded Log: one database file in WAL mode, one writer

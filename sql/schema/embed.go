@@ -1,7 +1,7 @@
-// Package sql holds the backlog's schema migrations, embedded so that the
+// Package schema holds the backlog's schema migrations, embedded so that the
 // binary carries the schema it expects and migrates any data directory it
 // opens, with no files to ship beside it.
-package sql
+package schema
 
 import "embed"
 
