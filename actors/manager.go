@@ -214,3 +214,38 @@ func (m *manager) count() {
 		m.opts.OnCount(len(m.children))
 	}
 }
+
+// Idleness is a keyed actor's half of passivation, kept beside the
+// manager's half: it counts the envelopes the actor has handled and the
+// ticks it has had nothing to do, and reports idle with that count, which
+// the manager compares with the count it sent.
+type Idleness struct {
+	handled uint64 // envelopes handled by this incarnation
+	ticks   int    // manager ticks in a row with nothing to do
+}
+
+// Handled counts one envelope; an actor calls it for each one it receives.
+func (i *Idleness) Handled() {
+	i.handled++
+	i.ticks = 0
+}
+
+// Tick counts one manager tick and says whether the actor, not busy, has
+// now been idle for after ticks: it should then call Report.
+func (i *Idleness) Tick(busy bool, after int) bool {
+	if busy {
+		i.ticks = 0
+		return false
+	}
+	i.ticks++
+	if i.ticks < after {
+		return false
+	}
+	i.ticks = 0
+	return true
+}
+
+// Report tells the manager that the actor under key is idle.
+func (i *Idleness) Report(ctx actor.Context, key string) {
+	ctx.Request(ctx.Parent(), &Idle{Key: key, Handled: i.handled})
+}

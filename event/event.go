@@ -59,3 +59,20 @@ func (e *Event) AppendEnvelope(b []byte) []byte {
 func (e *Event) MarshalJSON() ([]byte, error) {
 	return e.AppendEnvelope(nil), nil
 }
+
+// EnvelopeOverhead is more than an envelope adds to its event's data, type
+// and key (seq, time, field names), and than an answer or a frame adds
+// around the envelopes: what a page's answer may take is known before the
+// page is read.
+const EnvelopeOverhead = 160
+
+// EnvelopesBytes is what the envelopes of events take, at most, once
+// encoded, with the answer or frames around them.
+func EnvelopesBytes(events []Event) int64 {
+	n := int64(EnvelopeOverhead)
+	for i := range events {
+		e := &events[i]
+		n += int64(len(e.Data) + len(e.Type) + len(e.Key) + EnvelopeOverhead)
+	}
+	return n
+}

@@ -13,7 +13,6 @@ import (
 
 	"edgehub/auth"
 	"edgehub/backlog"
-	"edgehub/hub"
 	"edgehub/names"
 )
 
@@ -70,7 +69,7 @@ func (s *Server) rotateTenant(w http.ResponseWriter, r *http.Request, name strin
 	if s.refuseAdmin(w, err, "rotated", name) {
 		return
 	}
-	s.deps.Hubs.StopPrefix(hub.Key(name, ""))
+	s.deps.Hubs.EndTenant(name)
 	writeSecrets(w, http.StatusOK, t)
 }
 
@@ -154,6 +153,6 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request, name strin
 	if s.refuseAdmin(w, err, "deleted", name) {
 		return
 	}
-	s.deps.Hubs.StopPrefix(hub.Key(name, ""))
+	s.deps.Hubs.EndTenant(name)
 	w.WriteHeader(http.StatusNoContent)
 }

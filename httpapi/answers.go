@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -9,52 +8,8 @@ import (
 	"edgehub/limits"
 )
 
-// readHold is what one request holds of the server-wide read-answer
-// budget: taken in one or more parts before the bytes are allocated, given
-// back together once the answer (or the frame) is written.
-type readHold struct {
-	budget   *limits.Budget
-	releases []func()
-}
-
-// overloaded is a refusal of the read budget carried through a backlog
-// read as an error, so the handler can answer it as the 429 it is.
-type overloaded struct{ refusal *limits.Refusal }
-
-func (o *overloaded) Error() string { return o.refusal.Message }
-
 // hold starts an empty hold on the server's read budget.
-func (s *Server) hold() *readHold { return &readHold{budget: s.deps.ReadBudget} }
-
-// try takes n more bytes if they are free now, for an answer that has not
-// started and can still be refused.
-func (h *readHold) try(n int64) error {
-	release, refused := h.budget.TryTake(n)
-	if refused != nil {
-		return &overloaded{refusal: refused}
-	}
-	h.releases = append(h.releases, release)
-	return nil
-}
-
-// wait takes n more bytes, waiting for them, for a stream that is open
-// already and has no status left to refuse with.
-func (h *readHold) wait(ctx context.Context, n int64) error {
-	release, err := h.budget.Take(ctx, n)
-	if err != nil {
-		return err
-	}
-	h.releases = append(h.releases, release)
-	return nil
-}
-
-// release gives back everything held; the hold can be used again.
-func (h *readHold) release() {
-	for _, r := range h.releases {
-		r()
-	}
-	h.releases = h.releases[:0]
-}
+func (s *Server) hold() *limits.Hold { return s.deps.ReadBudget.Hold() }
 
 // refuseRead answers a read whose bytes the budget refused with 429
 // overloaded and any other failure with 503, and reports whether err was
@@ -63,9 +18,9 @@ func (s *Server) refuseRead(w http.ResponseWriter, err error, what, tenant, topi
 	if err == nil {
 		return false
 	}
-	var o *overloaded
-	if errors.As(err, &o) {
-		refuseLimit(w, o.refusal)
+	var refused *limits.Refusal
+	if errors.As(err, &refused) {
+		refuseLimit(w, refused)
 		return true
 	}
 	s.deps.Logger.Error("read "+what, "tenant", tenant, "topic", topic, "err", err)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"edgehub/auth"
-	"edgehub/httpapi"
+	"edgehub/hub"
 	"edgehub/server"
 )
 
@@ -434,7 +434,7 @@ func TestCORS(t *testing.T) {
 // re-created tenant would then feed.
 func TestWatchRegisteredAfterTenantDeletionIsRefused(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{AfterSnapshot: func(string, string) {
+	base := startServer(t, server.Hooks{Hub: hub.Hooks{AfterSnapshot: func(string, string) {
 		close(inside)
 		<-release
 	}}}, func(c *server.Config) { c.Dev, c.AdminKey = false, adminKey })

@@ -17,11 +17,6 @@ const (
 	// allows (short pages are not the end), so that what a read costs the
 	// server does not grow with the size of the topic's events.
 	answerBytes = 1 << 20
-	// envelopeBytes is more than an envelope adds to its event's data, type
-	// and key (seq, time, field names), and than the answer adds around
-	// the envelopes: what a page's answer may take is known before it is
-	// read.
-	envelopeBytes = 160
 )
 
 // events is the polling read: a page of envelopes after a position. The
@@ -36,9 +31,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 	// The limit (the budget) comes before the parameters, as the contract
 	// orders checks; the bytes taken are those of the largest answer.
 	h := s.hold()
-	defer h.release()
-	taken := int64(answerBytes + envelopeBytes*(maxLimit+1))
-	if s.refuseRead(w, h.try(taken), "events", tenant, topic) {
+	defer h.Release()
+	taken := int64(answerBytes + event.EnvelopeOverhead*(maxLimit+1))
+	if s.refuseRead(w, h.Try(taken), "events", tenant, topic) {
 		return
 	}
 	q := r.URL.Query()
@@ -64,23 +59,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	// One event larger than a page is read alone; it needs more.
-	size := pageBytes(page.Events)
-	if size > taken && s.refuseRead(w, h.try(size-taken), "events", tenant, topic) {
+	size := event.EnvelopesBytes(page.Events)
+	if size > taken && s.refuseRead(w, h.Try(size-taken), "events", tenant, topic) {
 		return
 	}
 	body := appendReadAnswer(make([]byte, 0, size), page, after)
 	s.writeAnswer(w, body)
-}
-
-// pageBytes is what the envelopes of events take, at most, once encoded,
-// with the answer or frames around them.
-func pageBytes(events []event.Event) int64 {
-	n := int64(envelopeBytes)
-	for i := range events {
-		e := &events[i]
-		n += int64(len(e.Data) + len(e.Type) + len(e.Key) + envelopeBytes)
-	}
-	return n
 }
 
 // appendReadAnswer appends {"events":[...],"head":H,"next_after":N,"gap":...}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -102,47 +103,42 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	req.RequireTenant, req.Generation = !s.cfg.Dev, ten.Generation
-	reply := make(chan hub.PublishReply, 1)
-	s.deps.Hubs.Send(hub.Key(tenant, topic), &hub.Publish{Req: req, Reply: reply})
+	pub := s.deps.Hubs.Publish(req)
 	if s.hooks.AwaitingCommit != nil {
 		s.hooks.AwaitingCommit(tenant, topic)
 	}
-	var rep hub.PublishReply
-	select {
-	case rep = <-reply:
-	case <-r.Context().Done():
+	res, err := pub.Wait(r.Context())
+	switch {
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
 		// The client left; the commit goes on (a retry with its key is
 		// answered from it) and holds the body until then, so its bytes
 		// stay taken until the hub answers, which it always does.
 		held := release
 		release = func() {}
 		go func() {
-			<-reply
+			pub.Wait(context.Background()) //nolint:errcheck // only its end matters here
 			held()
 		}()
 		if s.hooks.PublisherLeft != nil {
 			s.hooks.PublisherLeft(tenant, topic)
 		}
 		return
-	}
-	res := rep.Result
-	switch {
-	case rep.Err != nil:
-		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", rep.Err)
+	case errors.Is(err, hub.ErrUnavailable):
+		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", err)
 		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the event could not be committed; retry with the same idempotency key"))
 		return
-	case errors.Is(res.Err, backlog.ErrNoTenant):
+	case errors.Is(err, backlog.ErrNoTenant):
 		writeError(w, unauthorized())
 		return
-	case errors.Is(res.Err, backlog.ErrKeyReused):
+	case errors.Is(err, backlog.ErrKeyReused):
 		writeError(w, errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)"))
 		return
-	case errors.Is(res.Err, backlog.ErrQuota):
-		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "quota_exceeded", Message: res.Err.Error(), RetryAfter: quotaRetry})
+	case errors.Is(err, backlog.ErrQuota):
+		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "quota_exceeded", Message: err.Error(), RetryAfter: quotaRetry})
 		return
-	case res.Err != nil:
-		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", res.Err))
+	case err != nil:
+		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", err))
 		return
 	}
 	status := http.StatusCreated

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/httpapi"
+	"edgehub/hub"
 	"edgehub/server"
 )
 
@@ -28,7 +28,7 @@ func publishN(t *testing.T, base, topic string, n int) {
 func TestTrimDuringCatchUpGivesExactlyOneGap(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	first := true
-	srv, base := startServerWith(t, server.Hooks{ManualTicks: true, HTTP: httpapi.Hooks{BetweenPages: func(string, string) {
+	srv, base := startServerWith(t, server.Hooks{ManualTicks: true, Hub: hub.Hooks{BetweenPages: func(string, string) {
 		if first {
 			first = false
 			close(inside)
@@ -92,7 +92,7 @@ func TestTrimDuringCatchUpGivesExactlyOneGap(t *testing.T) {
 // snapshot's sequence, not the hub's head at registration.
 func TestEventBetweenSnapshotAndRegistrationFollowsSnapshot(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{AfterSnapshot: func(string, string) {
+	base := startServer(t, server.Hooks{Hub: hub.Hooks{AfterSnapshot: func(string, string) {
 		close(inside)
 		<-release
 	}}}, nil)

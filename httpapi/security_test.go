@@ -17,6 +17,7 @@ import (
 
 	"edgehub/auth"
 	"edgehub/httpapi"
+	"edgehub/hub"
 	"edgehub/server"
 )
 
@@ -409,7 +410,7 @@ func TestPublishBodyStaysCountedUntilItsCommitAnswers(t *testing.T) {
 		PublisherLeft:  func(string, string) { signal(left) },
 	}}, func(c *server.Config) { c.Data, c.MaxPublishBytes = dir, int64(len(`{"left":1}`)) })
 	// Another writer holds the database, so the commit waits.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "edgehub.db")+"?_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "edgehub.db")+"?_txlock=immediate&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestUnsignedBodiesHaveTheirOwnShareAndDeadline(t *testing.T) {
 // its next page: it does not read on with revoked credentials.
 func TestRotateEndsStreamsThatAreCatchingUp(t *testing.T) {
 	between, resume := make(chan struct{}, 1), make(chan struct{})
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{BetweenPages: func(string, string) {
+	base := startServer(t, server.Hooks{Hub: hub.Hooks{BetweenPages: func(string, string) {
 		signal(between)
 		<-resume
 	}}}, func(c *server.Config) { c.Dev, c.AdminKey, c.PageSize = false, adminKey, 10 })

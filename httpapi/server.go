@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/julienschmidt/httprouter"
 
-	"edgehub/actors"
 	"edgehub/auth"
 	"edgehub/backlog"
+	"edgehub/hub"
 	"edgehub/limits"
 	"edgehub/metrics"
 	"edgehub/names"
@@ -31,9 +30,6 @@ type Config struct {
 	WriteTimeout time.Duration
 	// StreamBuffer is how many bytes of frames a live stream may have
 	// queued before the hub sends it back to read from the backlog.
-	StreamBuffer int
-	// PageSize is how many events a catching-up stream reads at a time.
-	PageSize int
 	// AdminKey is the bearer key of the admin API; empty turns it off.
 	AdminKey string
 	// MaxTokenTTL caps the lifetime of minted tokens and refuses tokens
@@ -63,15 +59,15 @@ type Deps struct {
 	// UnsignedBodies, a smaller share, those read before their webhook
 	// signature is checked.
 	PublishBodies, UnsignedBodies *limits.Budget
-	Hubs                          *actors.Manager
-	Root                          *actor.RootContext
+	Hubs                          *hub.Router
 	Metrics                       *metrics.Metrics
 	Logger                        *slog.Logger
 	// Ready tells /readyz whether the backlog and actors are up.
 	Ready func() bool
-	// ReadBudget bounds the bytes of read answers (/events, /state, snapshot
-	// frames, catch-up pages) that the server holds at once, however many
-	// clients stop reading; nil turns it off.
+	// ReadBudget bounds the bytes of read answers (/events, /state; the hub
+	// takes snapshot frames and catch-up pages from the same budget) that
+	// the server holds at once, however many clients stop reading; nil
+	// turns it off.
 	ReadBudget *limits.Budget
 }
 
@@ -80,15 +76,6 @@ type Hooks struct {
 	// AfterRegister runs after a watch is registered with its hub and
 	// before the first byte of its answer is written.
 	AfterRegister func(tenant, topic string)
-	// AfterSnapshot runs after a snapshot stream has read the state and
-	// before it registers with its hub.
-	AfterSnapshot func(tenant, topic string)
-	// AfterGoLive runs after a caught-up stream has asked its hub to go
-	// live and before it waits for the answer.
-	AfterGoLive func(tenant, topic string)
-	// BetweenPages runs after a catching-up stream has written a page and
-	// before it reads the next one.
-	BetweenPages func(tenant, topic string)
 	// BeforeBody runs when a publish, its tenant read (and its token
 	// checked, if it has one), is about to read its body.
 	BeforeBody func(tenant, topic string)
@@ -103,13 +90,16 @@ type Server struct {
 	cfg    Config
 	deps   Deps
 	hooks  Hooks
+	faults faultHooks // injected bugs; empty unless built with -tags faults
 	router *httprouter.Router
 
+	// endCtx is cancelled when the server ends its streams (EndStreams).
+	endCtx  context.Context
+	endAll  context.CancelFunc
 	endOnce sync.Once
-	ending  chan struct{}
 
-	mu    sync.Mutex
-	pumps map[*pump]struct{}
+	mu      sync.Mutex // guards streams
+	streams map[*sseStream]struct{}
 }
 
 // endGrace is how long a stream may take, once the server is ending, to
@@ -119,13 +109,11 @@ const endGrace = time.Second
 
 // New builds the router.
 func New(cfg Config, deps Deps, hooks Hooks) *Server {
-	if cfg.PageSize <= 0 {
-		cfg.PageSize = 1000
-	}
 	if deps.ReadBudget == nil {
 		deps.ReadBudget = limits.NewBudget(0, "read answers")
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, ending: make(chan struct{}), pumps: map[*pump]struct{}{}}
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}}
+	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
@@ -173,24 +161,24 @@ func (s *Server) Handler() http.Handler { return s.withWriteDeadline(s.cors(s.ro
 // asks; http.Server.Shutdown then sees their connections go idle.
 func (s *Server) EndStreams() {
 	s.endOnce.Do(func() {
-		close(s.ending)
+		s.endAll()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for p := range s.pumps {
-			p.rc.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // the stream ends either way
+		for st := range s.streams {
+			st.rc.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // the stream ends either way
 		}
 	})
 }
 
-func (s *Server) track(p *pump) {
+func (s *Server) track(st *sseStream) {
 	s.mu.Lock()
-	s.pumps[p] = struct{}{}
+	s.streams[st] = struct{}{}
 	s.mu.Unlock()
 }
 
-func (s *Server) untrack(p *pump) {
+func (s *Server) untrack(st *sseStream) {
 	s.mu.Lock()
-	delete(s.pumps, p)
+	delete(s.streams, st)
 	s.mu.Unlock()
 }
 

@@ -15,8 +15,8 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, tenant, topic str
 		return
 	}
 	h := s.hold()
-	defer h.release()
-	st, err := s.deps.Log.State(r.Context(), tenant, topic, h.try)
+	defer h.Release()
+	st, err := s.deps.Log.State(r.Context(), tenant, topic, h.Try)
 	if s.refuseRead(w, err, "state", tenant, topic) {
 		return
 	}

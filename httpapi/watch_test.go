@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"edgehub/httpapi"
+	"edgehub/hub"
 	"edgehub/server"
 	"edgehub/sse"
 )
@@ -161,7 +162,7 @@ func httpapiHooks(afterRegister func()) httpapi.Hooks {
 // version about one chance in a million to pass.
 func TestEventPushedBeforeGoLiveAnswerIsRead(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{AfterGoLive: func(string, string) {
+	base := startServer(t, server.Hooks{Hub: hub.Hooks{AfterGoLive: func(string, string) {
 		inside <- struct{}{}
 		<-release
 	}}}, nil)

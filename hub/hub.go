@@ -1,14 +1,21 @@
-// Package hub is the StateStreamHub: one actor per tenant/topic that owns
-// the topic's head and the set of streams watching it. It hands publishes
-// to the committer, fans committed events out to live streams, and decides,
-// in one message turn, when a catching-up stream joins the live set: that
-// single decision is what makes the join free of holes and duplicates.
+// Package hub owns each topic's protocol end to end: one actor per
+// tenant/topic holds the topic's head and its streams, hands publishes to
+// the committer and fans committed events out; a Subscription, on the
+// watcher's side, catches up from the backlog and joins the live set in one
+// hub turn, which is what makes the join free of holes and duplicates.
+// Transports reach it through Router and never see an actor.
+//
+// The join, read top to bottom: hub.join registers a stream in the live
+// set (its position is the head) or the catching-up set; a catching-up
+// Subscription reads the backlog in pages (subscription.go) and sends
+// goLive at its position; hub.goLive moves it to the live set only if that
+// position is the head, else it reads more; hub.apply pushes each commit
+// to the live set and demotes a stream whose queue is full back to
+// catching up; hub.endAll ends every stream when the hub goes away.
 package hub
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,247 +23,200 @@ import (
 	"edgehub/actors"
 	"edgehub/backlog"
 	"edgehub/event"
-	"edgehub/faults"
-	"edgehub/sse"
 )
 
-// ErrUnavailable answers a request the hub could not serve because the
-// backlog could not be read.
-var ErrUnavailable = errors.New("topic unavailable")
+// Messages between the Router, the subscriptions and a hub. Those that can
+// reach a stopped hub (a notice after passivation, an unwatch after the
+// hub ended its streams) are expected, and some carry event data:
+// protoactor must not log them as dead letters.
+type (
+	// publish asks the hub to commit a request; reply (capacity 1) gets
+	// exactly one answer once the commit is done.
+	publish struct {
+		req   *backlog.Append
+		reply chan<- publishReply
+	}
+	publishReply struct {
+		result backlog.Result
+		err    error // the commit failed (not a refusal: that is result.Err)
+	}
+	// watch registers a stream after position, or at the head if fromNow;
+	// reply (capacity 1) gets the head and position once it is registered.
+	watch struct {
+		stream   *stream
+		position int64
+		fromNow  bool
+		reply    chan<- joined
+	}
+	joined struct {
+		head, position int64
+		hub            *actor.PID // where goLive and unwatch go
+		err            error
+	}
+	// goLive asks, for a stream that has handed out everything up to
+	// position from the backlog, to join the live set; reply (capacity 1)
+	// gets false if the head has moved on and there is more to read.
+	goLive struct {
+		stream   *stream
+		position int64
+		reply    chan<- bool
+	}
+	// unwatch removes a stream whose client has gone.
+	unwatch struct{ stream *stream }
+	// committed is the committer's answer, back in the hub's mailbox.
+	committed struct {
+		result backlog.Result
+		err    error
+		items  []*Item
+		reply  chan<- publishReply
+	}
+	// headRead is the log's head, read outside the actor.
+	headRead struct {
+		head int64
+		err  error
+		// check marks a periodic comparison rather than the initial load.
+		check bool
+	}
+)
 
-// Key is the manager key of a topic. Names cannot hold '/', so the key is
-// unambiguous.
-func Key(tenant, topic string) string { return tenant + "/" + topic }
-
-// Options are what every hub needs from the process.
-type Options struct {
-	Log       backlog.Log
-	Committer *backlog.Committer
-	Root      *actor.RootContext
-	Logger    *slog.Logger
-	// IdleTicks is how many manager ticks with no stream and no publish in
-	// flight make a hub report idle.
-	IdleTicks int
-	// CheckTicks is how often, in ticks, a hub with live streams compares
-	// its head with the log's, catching a commit notice that never came.
-	CheckTicks int
-	// BeforeIdle, when set, runs inside Receive just before the hub reports
-	// idle. Tests use it to hold the hub in the passivation window.
-	BeforeIdle func(key string)
-}
-
-// Publish asks the hub to commit a request. Reply gets exactly one answer
-// once the commit is done; it must have room for it (capacity 1).
-type Publish struct {
-	Req   *backlog.Append
-	Reply chan<- PublishReply
-}
-
-// PublishReply is a publish's outcome: a committed, duplicate or refused
-// (Result.Err) request, or Err when the commit itself failed.
-type PublishReply struct {
-	Result backlog.Result
-	Err    error
-}
-
-// Watch registers a stream. After is its position; FromNow starts it at the
-// head. Reply (capacity 1) gets the head and position once it is
-// registered, which is when the watcher may send its first byte.
-type Watch struct {
-	Stream  *Stream
-	After   int64
-	FromNow bool
-	Reply   chan<- Joined
-}
-
-// Joined answers Watch. Hub is where the stream sends GoLive and Unwatch.
-type Joined struct {
-	Head, Position int64
-	Hub            *actor.PID
-	Err            error
-}
-
-// GoLive asks, for a stream that has written everything up to Position from
-// the backlog, to join the live set. Reply (capacity 1) gets true if it
-// did; false means the head has moved on and there is more to read.
-type GoLive struct {
-	Stream   *Stream
-	Position int64
-	Reply    chan<- bool
-}
-
-// Unwatch removes a stream whose client has gone.
-type Unwatch struct {
-	Stream *Stream
-}
-
-type committed struct {
-	result backlog.Result
-	err    error
-	items  []*Item
-	reply  chan<- PublishReply
-}
-
-// Messages that reach a stopped hub (a notice after passivation, an
-// Unwatch after the hub ended its streams) are expected, and some carry
-// event data: protoactor must not log them as dead letters.
 func (*committed) IgnoreDeadLetterLogging() {}
 func (*headRead) IgnoreDeadLetterLogging()  {}
-func (*GoLive) IgnoreDeadLetterLogging()    {}
-func (*Unwatch) IgnoreDeadLetterLogging()   {}
+func (*goLive) IgnoreDeadLetterLogging()    {}
+func (*unwatch) IgnoreDeadLetterLogging()   {}
 
-type headRead struct {
-	head int64
-	err  error
-	// check marks a periodic comparison rather than the initial load.
-	check bool
-}
-
+// hub is the actor of one topic. All its fields are owned by its Receive:
+// no lock guards them because nothing else touches them.
 type hub struct {
-	key           string
-	tenant, topic string
-	opts          *Options
+	tenant, topic string   // the topic it serves; fixed
+	opts          *Options // what every hub shares; read-only
 
-	head     int64
-	loaded   bool
-	loading  bool
-	waiting  []any // routed messages that came before the head was known
-	streams  map[*Stream]bool
-	live     int
+	// head is the newest sequence number the hub knows to be committed. The
+	// log may be ahead (a notice on its way, or lost): a stream that reads
+	// past it may still go live, and the periodic check catches up.
+	head int64
+	// loaded says head has been read from the log; until then routed
+	// messages wait in waiting, and loading says a read is in flight.
+	loaded, loading bool
+	waiting         []any
+
+	// live holds the streams at the head: each commit is pushed into their
+	// queues. catchingUp holds the registered streams behind it, reading
+	// the backlog; the hub pushes nothing to them.
+	live, catchingUp streamSet
+
+	// inflight counts publishes handed to the committer and not answered.
 	inflight int
-	handled  uint64
-	ticks    int
-	idle     int
-	early    int64 // events answered ahead of their commit (injected fault only)
+	// retiring says nothing more is routed here: stop once inflight is 0.
 	retiring bool
+	// idle is the child half of the manager's passivation protocol.
+	idle actors.Idleness
+	// ticks counts manager ticks, for the periodic head check.
+	ticks int
 }
 
-// Props builds the hub for one topic.
-func Props(tenant, topic string, opts *Options) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &hub{key: Key(tenant, topic), tenant: tenant, topic: topic, opts: opts, streams: map[*Stream]bool{}}
-	})
-}
+func (h *hub) key() string { return Key(h.tenant, h.topic) }
 
 func (h *hub) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actors.Envelope:
-		h.handled++
-		h.idle = 0
+		h.idle.Handled()
 		if !h.loaded {
 			h.waiting = append(h.waiting, msg.Msg)
 			h.readHead(ctx, false)
 			return
 		}
 		h.route(ctx, msg.Msg)
+	case *goLive:
+		msg.reply <- h.goLive(msg.stream, msg.position)
+	case *unwatch:
+		delete(h.live, msg.stream)
+		delete(h.catchingUp, msg.stream)
 	case *committed:
 		h.inflight--
-		if faults.On("answer-before-commit") {
-			h.early = max(0, h.early-int64(len(msg.items)))
-		}
 		if msg.err == nil {
 			h.apply(msg.result, msg.items)
 		}
-		msg.reply <- PublishReply{Result: msg.result, Err: msg.err}
-		if h.retiring && h.inflight == 0 {
-			ctx.Stop(ctx.Self())
-		}
-	case actors.Retire:
-		// Nothing more is routed here (the tenant was deleted): end the
-		// streams now, answer the publishes in flight, then stop.
-		h.retiring = true
-		h.endStreams()
-		if h.inflight == 0 {
-			ctx.Stop(ctx.Self())
-		}
-	case *GoLive:
-		if _, ok := h.streams[msg.Stream]; ok && msg.Position >= h.head {
-			h.setLive(msg.Stream, msg.Position)
-			msg.Reply <- true
-			return
-		}
-		msg.Reply <- false
-	case *Unwatch:
-		if live, ok := h.streams[msg.Stream]; ok {
-			if live {
-				h.live--
-			}
-			delete(h.streams, msg.Stream)
-		}
+		msg.reply <- publishReply{result: msg.result, err: msg.err}
+		h.stopIfRetired(ctx)
 	case *headRead:
 		h.headRead(ctx, msg)
+	case actors.Retire:
+		// Nothing more is routed here (the tenant was deleted or rotated):
+		// end the streams now, answer the publishes in flight, then stop.
+		h.retiring = true
+		h.endAll()
+		h.stopIfRetired(ctx)
 	case actors.Tick:
 		h.tick(ctx)
 	case *actor.Stopping:
-		h.endStreams()
+		h.endAll()
 		for _, m := range h.waiting {
 			refuse(m, ErrUnavailable)
 		}
 	}
 }
 
+// route handles a message the Router sent, once the head is known.
 func (h *hub) route(ctx actor.Context, msg any) {
 	switch msg := msg.(type) {
-	case *Publish:
-		if faults.On("answer-before-commit") {
-			h.answerEarly(ctx, msg)
-			return
-		}
+	case *publish:
 		h.inflight++
-		self, root, reply := ctx.Self(), h.opts.Root, msg.Reply
-		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
+		self, root, reply := ctx.Self(), h.opts.root, msg.reply
+		h.opts.Committer.Submit(msg.req, func(r backlog.Result, err error) {
 			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: reply})
 		})
-	case *Watch:
-		pos := msg.After
-		if msg.FromNow {
-			pos = h.head
+	case *watch:
+		position := msg.position
+		if msg.fromNow {
+			position = h.head
 		}
-		h.streams[msg.Stream] = false
-		if pos >= h.head || faults.On("replay-after-live") {
-			// (Injected bug: live at the head before the replay.)
-			h.setLive(msg.Stream, max(pos, h.head))
-		}
-		msg.Reply <- Joined{Head: h.head, Position: pos, Hub: ctx.Self()}
+		h.join(msg.stream, position)
+		msg.reply <- joined{head: h.head, position: position, hub: ctx.Self()}
 	}
 }
 
-// answerEarly is an injected bug: it answers a publish with the numbers it
-// expects to get, before the commit, which it then slows down.
-func (h *hub) answerEarly(ctx actor.Context, msg *Publish) {
-	first := h.head + h.early + 1
-	h.early += int64(len(msg.Req.Events))
-	msg.Reply <- PublishReply{Result: backlog.Result{First: first, Last: first + int64(len(msg.Req.Events)) - 1, Batch: msg.Req.Batch}}
-	h.inflight++
-	self, root := ctx.Self(), h.opts.Root
-	time.AfterFunc(50*time.Millisecond, func() {
-		h.opts.Committer.Submit(msg.Req, func(r backlog.Result, err error) {
-			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: make(chan PublishReply, 1)})
-		})
-	})
+// join registers a stream: live at once if its position is the head (or
+// beyond: it waits there for its position), else catching up.
+func (h *hub) join(s *stream, position int64) {
+	if position >= h.head || h.opts.faults.joinLive {
+		h.live.add(s)
+		s.arm(max(position, h.head))
+		return
+	}
+	h.catchingUp.add(s)
 }
 
-// endStreams ends every stream; their clients reconnect with Last-Event-ID.
-func (h *hub) endStreams() {
-	for s := range h.streams {
-		s.end()
+// goLive is the decision the join turns on: a catching-up stream that has
+// handed out everything up to position joins the live set in this turn
+// only if no commit came after position; otherwise it reads more. Events
+// committed while it caught up are never lost: they are in the backlog.
+func (h *hub) goLive(s *stream, position int64) bool {
+	if position < h.head {
+		return false
 	}
-	clear(h.streams)
-	h.live = 0
+	switch {
+	case h.catchingUp.has(s):
+		delete(h.catchingUp, s)
+		h.live.add(s)
+	case !h.live.has(s):
+		return false // no longer registered: ended, or its client left
+	}
+	s.arm(position)
+	return true
 }
 
-func (h *hub) setLive(s *Stream, position int64) {
-	if !h.streams[s] {
-		h.live++
-	}
-	h.streams[s] = true
-	s.live(position)
+// demote sends a live stream back to catching up at what it was given.
+func (h *hub) demote(s *stream) {
+	delete(h.live, s)
+	h.catchingUp.add(s)
+	h.opts.Metrics.Demotions.Inc()
 }
 
 // apply advances the head by a committed result and pushes its events to
-// the live set. A notice that is old is ignored; one that skips ahead (a
-// lost notice) moves the head and sends every live stream back to the
-// backlog, which holds the missing range.
+// the live set; a stream whose queue is full is demoted. A notice that is
+// old is ignored; one that skips ahead (a lost notice) moves the head and
+// sends every live stream back to the backlog, which holds the missing
+// range.
 func (h *hub) apply(r backlog.Result, items []*Item) {
 	if len(items) == 0 || r.Last <= h.head {
 		return
@@ -267,45 +227,49 @@ func (h *hub) apply(r backlog.Result, items []*Item) {
 		return
 	}
 	h.head = r.Last
-	if h.live == 0 {
-		return
-	}
-	for s, live := range h.streams {
-		if live && !s.offer(items) {
-			h.streams[s] = false
-			h.live--
+	for s := range h.live {
+		if !s.offer(items) {
+			h.demote(s)
 		}
 	}
 }
 
 func (h *hub) demoteAll() {
-	for s, live := range h.streams {
-		if live {
-			s.demote()
-			h.streams[s] = false
-		}
+	for s := range h.live {
+		s.demote()
+		h.demote(s)
 	}
-	h.live = 0
 }
 
+// endAll ends every stream; their clients reconnect with Last-Event-ID.
+func (h *hub) endAll() {
+	for _, set := range []streamSet{h.live, h.catchingUp} {
+		for s := range set {
+			s.end()
+		}
+		clear(set)
+	}
+}
+
+func (h *hub) stopIfRetired(ctx actor.Context) {
+	if h.retiring && h.inflight == 0 {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// tick runs the periodic head check and the passivation clock.
 func (h *hub) tick(ctx actor.Context) {
 	h.ticks++
-	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && h.live > 0 && h.inflight == 0 {
+	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && len(h.live) > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
-	if h.loading || len(h.streams) > 0 || h.inflight > 0 || len(h.waiting) > 0 {
-		h.idle = 0
-		return
+	busy := h.loading || len(h.live)+len(h.catchingUp) > 0 || h.inflight > 0 || len(h.waiting) > 0
+	if h.idle.Tick(busy, h.opts.IdleTicks) {
+		if h.opts.Hooks.BeforeIdle != nil {
+			h.opts.Hooks.BeforeIdle(h.key())
+		}
+		h.idle.Report(ctx, h.key())
 	}
-	h.idle++
-	if h.idle < h.opts.IdleTicks {
-		return
-	}
-	h.idle = 0
-	if h.opts.BeforeIdle != nil {
-		h.opts.BeforeIdle(h.key)
-	}
-	ctx.Request(ctx.Parent(), &actors.Idle{Key: h.key, Handled: h.handled})
 }
 
 // readHead reads the log's head in a goroutine and sends it back: the hub
@@ -315,12 +279,12 @@ func (h *hub) readHead(ctx actor.Context, check bool) {
 		return
 	}
 	h.loading = true
-	self, root, log := ctx.Self(), h.opts.Root, h.opts.Log
+	self, root, store := ctx.Self(), h.opts.root, h.opts.Log
 	tenant, topic := h.tenant, h.topic
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		head, err := log.Head(c, tenant, topic)
+		head, err := store.Head(c, tenant, topic)
 		root.Send(self, &headRead{head: head, err: err, check: check})
 	}()
 }
@@ -328,7 +292,7 @@ func (h *hub) readHead(ctx actor.Context, check bool) {
 func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 	h.loading = false
 	if msg.err != nil {
-		h.opts.Logger.Error("read head", "topic", h.key, "err", msg.err)
+		h.opts.Logger.Error("read head", "topic", h.key(), "err", msg.err)
 		for _, m := range h.waiting {
 			refuse(m, ErrUnavailable)
 		}
@@ -352,20 +316,20 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 
 func refuse(msg any, err error) {
 	switch m := msg.(type) {
-	case *Publish:
-		m.Reply <- PublishReply{Err: err}
-	case *Watch:
-		m.Reply <- Joined{Err: err}
+	case *publish:
+		m.reply <- publishReply{err: err}
+	case *watch:
+		m.reply <- joined{err: err}
 	}
 }
 
-// encode builds each event's frame once, in the committer's goroutine, so
-// that fan-out to many streams shares the bytes and the hub does no
+// encode builds each event's envelope once, in the committer's goroutine,
+// so that fan-out to many streams shares the bytes and the hub does no
 // encoding in Receive.
 func encode(events []event.Event) []*Item {
 	items := make([]*Item, len(events))
 	for i := range events {
-		items[i] = &Item{Event: events[i], Frame: sse.AppendEvent(nil, &events[i])}
+		items[i] = &Item{Event: events[i], Envelope: events[i].AppendEnvelope(nil)}
 	}
 	return items
 }

@@ -1,11 +1,10 @@
-package hub_test
+package hub
 
 import (
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"edgehub/actors"
 	"edgehub/backlog"
 	"edgehub/event"
-	"edgehub/hub"
 )
 
 // wait bounds how long a test waits for an answer that must come; reaching
@@ -27,7 +25,7 @@ type harness struct {
 	log  *backlog.SQLite
 	gate *gate
 	sys  *actor.ActorSystem
-	hubs *actors.Manager
+	hubs *Router
 	// beforeIdle and onIdle are swapped in by tests to hold the hub or the
 	// manager inside the passivation window.
 	beforeIdle atomic.Pointer[func()]
@@ -58,25 +56,21 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, log: l, gate: &gate{SQLite: l}}
 	c := backlog.NewCommitter(h.gate, backlog.CommitterOptions{})
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	opts := &hub.Options{
-		Log: l, Committer: c, Root: h.sys.Root, Logger: logger, IdleTicks: 1,
-		CheckTicks: 1,
-		BeforeIdle: func(string) {
+	h.hubs, err = NewRouter(h.sys, Options{
+		Log: l, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
+		Manager: actors.Options{
+			OnIdle: func(string) {
+				if f := h.onIdle.Load(); f != nil {
+					(*f)()
+				}
+			},
+			OnCount: func(n int) { h.count.Store(int64(n)) },
+		},
+		Hooks: Hooks{BeforeIdle: func(string) {
 			if f := h.beforeIdle.Load(); f != nil {
 				(*f)()
 			}
-		},
-	}
-	h.hubs, err = actors.NewManager(h.sys, "hubs", func(key string) *actor.Props {
-		tenant, topic, _ := strings.Cut(key, "/")
-		return hub.Props(tenant, topic, opts)
-	}, actors.Options{
-		OnIdle: func(string) {
-			if f := h.onIdle.Load(); f != nil {
-				(*f)()
-			}
-		},
-		OnCount: func(n int) { h.count.Store(int64(n)) },
+		}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,19 +84,26 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) sendPublish(data string) chan hub.PublishReply {
-	reply := make(chan hub.PublishReply, 1)
-	h.hubs.Send(hub.Key("t", "x"), &hub.Publish{
-		Req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
-		Reply: reply,
+func (h *harness) sendPublish(data string) chan publishReply {
+	reply := make(chan publishReply, 1)
+	h.hubs.manager.Send(Key("t", "x"), &publish{
+		req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
+		reply: reply,
 	})
 	return reply
 }
 
-func (h *harness) sendWatch(st *hub.Stream) chan hub.Joined {
-	reply := make(chan hub.Joined, 1)
-	h.hubs.Send(hub.Key("t", "x"), &hub.Watch{Stream: st, FromNow: true, Reply: reply})
+func (h *harness) sendWatch(st *stream) chan joined {
+	reply := make(chan joined, 1)
+	h.hubs.manager.Send(Key("t", "x"), &watch{stream: st, fromNow: true, reply: reply})
 	return reply
+}
+
+// sendGoLive asks the hub to take st live at position.
+func (h *harness) sendGoLive(j joined, st *stream, position int64) chan bool {
+	live := make(chan bool, 1)
+	h.sys.Root.Send(j.hub, &goLive{stream: st, position: position, reply: live})
+	return live
 }
 
 func recv[T any](t *testing.T, c <-chan T, what string) T {
@@ -119,22 +120,22 @@ func recv[T any](t *testing.T, c <-chan T, what string) T {
 func (h *harness) publish(data string) int64 {
 	h.t.Helper()
 	r := recv(h.t, h.sendPublish(data), "publish")
-	if r.Err != nil || r.Result.Err != nil {
-		h.t.Fatalf("publish: %v %v", r.Err, r.Result.Err)
+	if r.err != nil || r.result.Err != nil {
+		h.t.Fatalf("publish: %v %v", r.err, r.result.Err)
 	}
-	return r.Result.First
+	return r.result.First
 }
 
 // expectLive checks that a registered stream is in the live set of the hub
 // that now serves the topic: every event after its position, through the
 // next publish, is pushed into its queue in order.
-func (h *harness) expectLive(st *hub.Stream, j hub.Joined) {
+func (h *harness) expectLive(st *stream, j joined) {
 	h.t.Helper()
 	seq := h.publish(`"after"`)
-	next := j.Position + 1
+	next := j.position + 1
 	for next <= seq {
-		recv(h.t, st.Ready(), "an event on the stream")
-		items, demoted, ended := st.Take()
+		recv(h.t, st.ready, "an event on the stream")
+		items, demoted, ended := st.take()
 		if demoted || ended {
 			h.t.Fatalf("stream demoted %v, ended %v", demoted, ended)
 		}
@@ -188,15 +189,15 @@ func (h *harness) raceIdle(window *atomic.Pointer[func()]) {
 	h.hubs.Tick()
 	<-inside
 	pub := h.sendPublish(`"racing"`)
-	st := hub.NewStream(1 << 20)
+	st := newStream(1 << 20)
 	watch := h.sendWatch(st)
 	release()
-	if r := recv(t, pub, "racing publish"); r.Err != nil || r.Result.First != 2 {
+	if r := recv(t, pub, "racing publish"); r.err != nil || r.result.First != 2 {
 		t.Fatalf("racing publish: %+v", r)
 	}
 	j := recv(t, watch, "racing watch")
-	if j.Err != nil {
-		t.Fatal(j.Err)
+	if j.err != nil {
+		t.Fatal(j.err)
 	}
 	h.expectLive(st, j)
 }
@@ -230,19 +231,19 @@ func TestIdleHubIsPassivatedAndRestartsAtHead(t *testing.T) {
 // other live streams keep getting every event.
 func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 	h := newHarness(t)
-	slow, fast := hub.NewStream(64), hub.NewStream(1<<20)
+	slow, fast := newStream(64), newStream(1<<20)
 	js := recv(t, h.sendWatch(slow), "watch slow")
 	jf := recv(t, h.sendWatch(fast), "watch fast")
-	if js.Position != 0 || jf.Position != 0 {
-		t.Fatalf("positions %d %d", js.Position, jf.Position)
+	if js.position != 0 || jf.position != 0 {
+		t.Fatalf("positions %d %d", js.position, jf.position)
 	}
 	for i := 0; i < 20; i++ {
 		h.publish(`"0123456789012345678901234567890123456789"`)
 	}
 	var got []int64
 	for len(got) < 20 {
-		recv(t, fast.Ready(), "fast stream")
-		items, demoted, _ := fast.Take()
+		recv(t, fast.ready, "fast stream")
+		items, demoted, _ := fast.take()
 		if demoted {
 			t.Fatal("fast stream demoted")
 		}
@@ -255,14 +256,12 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 			t.Fatalf("fast stream got %v", got)
 		}
 	}
-	items, demoted, _ := slow.Take()
+	items, demoted, _ := slow.take()
 	if !demoted || len(items) == 0 || items[0].Event.Seq != 1 {
 		t.Fatalf("slow stream: %d items, demoted %v", len(items), demoted)
 	}
 	// Asking to go live behind the head is refused: there is more to read.
-	live := make(chan bool, 1)
-	h.sys.Root.Send(js.Hub, &hub.GoLive{Stream: slow, Position: items[len(items)-1].Event.Seq, Reply: live})
-	if recv(t, live, "go live") {
+	if recv(t, h.sendGoLive(js, slow, items[len(items)-1].Event.Seq), "go live") {
 		t.Fatal("hub took a stream live behind its head")
 	}
 }
@@ -272,7 +271,7 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 // back to the backlog, where the missing events are.
 func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 	h := newHarness(t)
-	st := hub.NewStream(1 << 20)
+	st := newStream(1 << 20)
 	j := recv(t, h.sendWatch(st), "watch")
 	if _, err := h.log.AppendBatch(context.Background(), []*backlog.Append{{Tenant: "t", Topic: "x",
 		Events: []event.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
@@ -281,13 +280,11 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 	for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
 		h.hubs.Tick()
 		select {
-		case <-st.Ready():
-			if _, demoted, _ := st.Take(); !demoted {
+		case <-st.ready:
+			if _, demoted, _ := st.take(); !demoted {
 				t.Fatal("stream signalled but not demoted")
 			}
-			live := make(chan bool, 1)
-			h.sys.Root.Send(j.Hub, &hub.GoLive{Stream: st, Position: 0, Reply: live})
-			if recv(t, live, "go live") {
+			if recv(t, h.sendGoLive(j, st, 0), "go live") {
 				t.Fatal("hub took the stream live at 0 with head 1")
 			}
 			return
@@ -303,17 +300,17 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 func TestPublishInFlightWhenHubStopsIsAnswered(t *testing.T) {
 	h := newHarness(t)
 	h.publish(`"first"`)
-	st := hub.NewStream(1 << 20)
+	st := newStream(1 << 20)
 	recv(t, h.sendWatch(st), "watch")
 	release := make(chan struct{})
 	h.gate.hold.Store(&release)
 	pub := h.sendPublish(`"in flight"`)
-	h.hubs.StopPrefix(hub.Key("t", ""))
-	for !st.Ended() { // the hub ends its streams as it stops
-		recv(t, st.Ready(), "the hub stopping")
+	h.hubs.EndTenant("t")
+	for !st.isEnded() { // the hub ends its streams as it stops
+		recv(t, st.ready, "the hub stopping")
 	}
 	close(release)
-	if r := recv(t, pub, "publish in flight"); r.Err != nil || r.Result.First != 2 {
+	if r := recv(t, pub, "publish in flight"); r.err != nil || r.result.First != 2 {
 		t.Fatalf("publish in flight: %+v", r)
 	}
 }

@@ -4,63 +4,65 @@ import (
 	"sync"
 
 	"edgehub/event"
-	"edgehub/faults"
 )
 
-// Stream is one watcher's link to its hub. The hub pushes committed events
-// into its bounded queue without ever waiting; the watcher's own goroutine
-// takes them out and writes them. When the queue would overflow, the hub
-// stops pushing and marks the stream demoted: the watcher then reads what
-// it missed from the backlog, so a slow reader costs the hub nothing and
-// loses nothing.
-type Stream struct {
-	limit int // bytes of envelope data the queue may hold
-
-	mu      sync.Mutex
-	queue   []*Item
-	bytes   int
-	through int64 // sequence number of the newest event queued or owed
-	demoted bool
-	ended   bool
-	ready   chan struct{}
-}
-
-// Item is a committed event with its frame encoded once for every stream.
+// Item is a committed event with its envelope encoded once, in the
+// committer's goroutine, for every stream that is sent it.
 type Item struct {
-	Event event.Event
-	Frame []byte
+	Event    event.Event
+	Envelope []byte
 }
 
-// NewStream makes a stream whose queue holds at most limit bytes of frames.
-func NewStream(limit int) *Stream {
-	return &Stream{limit: limit, ready: make(chan struct{}, 1)}
+// stream is the link between the hub and one subscription. The hub pushes
+// committed events into its bounded queue without ever waiting; the
+// subscription's goroutine takes them out. When the queue would overflow,
+// the hub stops pushing and marks the stream demoted: the subscription
+// then reads what it missed from the backlog, so a slow reader costs the
+// hub nothing and loses nothing.
+type stream struct {
+	limit int // bytes of envelopes the queue may hold; fixed
+	// ready is signalled (capacity 1, never blocking) whenever the queue
+	// gains items, the stream is demoted or ended, or the subscription has
+	// more of its own work to do.
+	ready chan struct{}
+	// overflow, set only in a faults build, replaces demotion (faults_on.go).
+	overflow func(s *stream, it *Item) bool
+
+	mu sync.Mutex // guards the fields below; the hub and the subscription share them
+	// queue holds events pushed and not yet taken, in sequence order.
+	queue []*Item
+	bytes int // of the envelopes in queue
+	// through is the newest sequence number the stream holds or has been
+	// given: the hub pushes only what comes after it. This is the one place
+	// where an event already delivered is told from a new one.
+	through int64
+	demoted bool // the hub stopped pushing; read the backlog after queue
+	ended   bool // the hub is gone; write queue, then close
 }
 
-// Ready is signalled whenever the queue gains items, the stream is demoted
-// or it is ended.
-func (s *Stream) Ready() <-chan struct{} { return s.ready }
+func newStream(limit int) *stream {
+	return &stream{limit: limit, ready: make(chan struct{}, 1)}
+}
 
-// Take hands the watcher everything queued, and whether the hub has stopped
-// pushing (demoted: catch up from the backlog after these items) or ended
-// the stream (ended: write these items, then close).
-func (s *Stream) Take() (items []*Item, demoted, ended bool) {
+// take hands over everything queued, and whether the hub has stopped
+// pushing (demoted) or ended the stream after these items.
+func (s *stream) take() (items []*Item, demoted, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	items, s.queue, s.bytes = s.queue, nil, 0
 	return items, s.demoted, s.ended
 }
 
-// Ended reports whether the hub has ended the stream, without taking what
-// is queued.
-func (s *Stream) Ended() bool {
+// isEnded reports whether the hub has ended the stream, taking nothing.
+func (s *stream) isEnded() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ended
 }
 
-// live (re)arms the stream for pushes after position; called by the hub in
-// the turn that adds it to the live set.
-func (s *Stream) live(position int64) {
+// arm (re)starts pushes after position; the hub calls it in the turn that
+// adds the stream to its live set.
+func (s *stream) arm(position int64) {
 	s.mu.Lock()
 	s.through = position
 	s.demoted = false
@@ -69,7 +71,7 @@ func (s *Stream) live(position int64) {
 
 // offer queues the items after the stream's position. It returns false,
 // queueing nothing more, when they do not fit: the stream is then demoted.
-func (s *Stream) offer(items []*Item) bool {
+func (s *stream) offer(items []*Item) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	added := false
@@ -77,9 +79,8 @@ func (s *Stream) offer(items []*Item) bool {
 		if it.Event.Seq <= s.through {
 			continue // a stream that starts beyond the head waits for its position
 		}
-		if s.bytes+len(it.Frame) > s.limit && len(s.queue) > 0 {
-			if faults.On("drop-slow") {
-				s.through = it.Event.Seq // injected bug: the event is dropped
+		if s.bytes+len(it.Envelope) > s.limit && len(s.queue) > 0 {
+			if s.overflow != nil && s.overflow(s, it) {
 				continue
 			}
 			s.demoted = true
@@ -87,7 +88,7 @@ func (s *Stream) offer(items []*Item) bool {
 			return false
 		}
 		s.queue = append(s.queue, it)
-		s.bytes += len(it.Frame)
+		s.bytes += len(it.Envelope)
 		s.through = it.Event.Seq
 		added = true
 	}
@@ -97,26 +98,42 @@ func (s *Stream) offer(items []*Item) bool {
 	return true
 }
 
-// demote stops pushes; the watcher catches up from the backlog.
-func (s *Stream) demote() {
+// demote stops pushes; the subscription catches up from the backlog.
+func (s *stream) demote() {
 	s.mu.Lock()
 	s.demoted = true
 	s.signal()
 	s.mu.Unlock()
 }
 
-// end tells the watcher to close after what is queued (the hub is going
-// away). A browser reconnects with Last-Event-ID and loses nothing.
-func (s *Stream) end() {
+// end tells the subscription to close after what is queued (the hub is
+// going away). A browser reconnects with Last-Event-ID and loses nothing.
+func (s *stream) end() {
 	s.mu.Lock()
 	s.ended = true
 	s.signal()
 	s.mu.Unlock()
 }
 
-func (s *Stream) signal() {
+func (s *stream) signal() {
 	select {
 	case s.ready <- struct{}{}:
 	default:
 	}
+}
+
+// streamSet is one of the hub's named sets of streams, as etcd's watcher
+// groups are: a stream is in exactly one of them while it is registered.
+type streamSet map[*stream]struct{}
+
+func (set streamSet) add(s *stream) {
+	if _, ok := set[s]; ok {
+		panic("hub: stream added to a set twice")
+	}
+	set[s] = struct{}{}
+}
+
+func (set streamSet) has(s *stream) bool {
+	_, ok := set[s]
+	return ok
 }

@@ -40,12 +40,15 @@ func New(cfg Config) *Limits {
 	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}, pruneAt: minPrune}
 }
 
-// Refusal says which limit was hit and when to try again.
+// Refusal says which limit was hit and when to try again. It is an error
+// so that a refusal met inside a read (a budget) comes back through it.
 type Refusal struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
 }
+
+func (r *Refusal) Error() string { return r.Message }
 
 // OpenStream takes a stream slot of tenant; release gives it back.
 func (l *Limits) OpenStream(tenant string) (release func(), refused *Refusal) {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +113,7 @@ type Server struct {
 	log       *backlog.SQLite
 	committer *backlog.Committer
 	system    *actor.ActorSystem
-	hubs      *actors.Manager
+	hubs      *hub.Router
 	api       *httpapi.Server
 	http      *http.Server
 	logger    *slog.Logger
@@ -128,7 +127,7 @@ type Server struct {
 // Hooks let in-process tests hold requests inside race windows.
 type Hooks struct {
 	HTTP          httpapi.Hooks
-	HubBeforeIdle func(key string)
+	Hub           hub.Hooks
 	ManagerOnIdle func(key string)
 	// ManualTicks stops the manager's clock and the retention loop; the
 	// test calls RunRetention when it wants a trim.
@@ -173,40 +172,40 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	}})
 	actorLogger := logger.With("component", "actors")
 	s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
-	hubOpts := &hub.Options{
-		Log: log, Committer: s.committer, Root: s.system.Root, Logger: logger,
-		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: 10, BeforeIdle: hooks.HubBeforeIdle,
-	}
 	interval := tick
 	if hooks.ManualTicks {
 		interval = 0
 	}
-	s.hubs, err = actors.NewManager(s.system, "hubs", func(key string) *actor.Props {
-		tenant, topic, _ := strings.Cut(key, "/")
-		return hub.Props(tenant, topic, hubOpts)
-	}, actors.Options{
-		TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
-		OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
+	readBudget := limits.NewBudget(cfg.MaxReadBytes, "read answers")
+	s.hubs, err = hub.NewRouter(s.system, hub.Options{
+		Log: log, Committer: s.committer, Logger: logger, Metrics: m, ReadBudget: readBudget,
+		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
+		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: 10,
+		Manager: actors.Options{
+			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
+			OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
+		},
+		Hooks: hooks.Hub,
 	})
 	if err != nil {
 		s.committer.Close()
 		log.Close()
 		lock.Close()
-		return nil, fmt.Errorf("start hub manager: %w", err)
+		return nil, err
 	}
 	s.api = httpapi.New(httpapi.Config{
 		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
-		WriteTimeout: cfg.WriteTimeout, StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
-		AdminKey: cfg.AdminKey, CORSOrigins: cfg.CORSOrigins, MaxTokenTTL: cfg.MaxTokenTTL,
+		WriteTimeout: cfg.WriteTimeout,
+		AdminKey:     cfg.AdminKey, CORSOrigins: cfg.CORSOrigins, MaxTokenTTL: cfg.MaxTokenTTL,
 		UnsignedBodyTimeout: cfg.HeaderTimeout,
 	}, httpapi.Deps{
 		PublishBodies:  limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
 		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
-		Log:            log, Tenants: log, Hubs: s.hubs, Root: s.system.Root, Metrics: m, Logger: logger,
+		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
 		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
 			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
 		Ready:      s.ready.Load,
-		ReadBudget: limits.NewBudget(cfg.MaxReadBytes, "read answers"),
+		ReadBudget: readBudget,
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

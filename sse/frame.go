@@ -12,9 +12,12 @@ import (
 	"edgehub/event"
 )
 
-// Ping is the heartbeat: a comment, which EventSource ignores but which
+// ping is the heartbeat: a comment, which EventSource ignores but which
 // keeps proxies and the client's own idle timers from closing the stream.
-var Ping = []byte(": ping\n\n")
+const ping = ": ping\n\n"
+
+// AppendPing appends the heartbeat.
+func AppendPing(b []byte) []byte { return append(b, ping...) }
 
 // Open is the first frame of every stream: the reconnect hint and the hello
 // event with the topic's head at registration and the stream's position.
@@ -37,13 +40,19 @@ func Open(retry time.Duration, head, position int64) []byte {
 
 // AppendEvent appends the frame of one committed event. Its id is the
 // sequence number, which is what a browser sends back as Last-Event-ID.
-func AppendEvent(b []byte, e *event.Event) []byte {
+// envelope, unless nil, is the event's envelope already encoded (a live
+// event's is encoded once for all its streams); nil encodes it here.
+func AppendEvent(b []byte, e *event.Event, envelope []byte) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, e.Type...)
 	b = append(b, "\ndata: "...)
-	b = e.AppendEnvelope(b)
+	if envelope != nil {
+		b = append(b, envelope...)
+	} else {
+		b = e.AppendEnvelope(b)
+	}
 	return append(b, "\n\n"...)
 }
 
@@ -74,10 +83,3 @@ func AppendSnapshotStart(b []byte, seq int64) []byte {
 // FrameEnd ends a frame whose data was written on its own: the data line's
 // newline and the blank line that dispatches the frame.
 var FrameEnd = []byte("\n\n")
-
-// EventFrameBound is at least the bytes AppendEvent appends for e (its
-// fixed text, seq, time and quotes are under 200 bytes), so that a writer
-// can flush before a frame would take its buffer past a limit.
-func EventFrameBound(e *event.Event) int {
-	return len(e.Data) + 2*len(e.Type) + len(e.Key) + len(e.Op) + 200
-}

@@ -32,7 +32,7 @@ func FuzzFrameRoundTrip(f *testing.F) {
 		if key != "" {
 			ev.Key, ev.Op = key, event.OpUpsert
 		}
-		frame := sse.AppendEvent(nil, &ev)
+		frame := sse.AppendEvent(nil, &ev, nil)
 		f, err := sse.NewDecoder(bytes.NewReader(frame)).Next()
 		if err != nil {
 			t.Fatalf("frame %q does not parse: %v", frame, err)

@@ -1,0 +1,11 @@
+package httpapi
+
+import "net/http"
+
+// faultHooks are the points where a binary built with -tags faults
+// injects the bugs that the chaos checker must catch (faults_on.go). In
+// any other build they are empty (faults_off.go).
+type faultHooks struct {
+	// beforeRegister, if set, runs before a watch registers with its hub.
+	beforeRegister func(w http.ResponseWriter)
+}

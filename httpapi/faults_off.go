@@ -1,0 +1,5 @@
+//go:build !faults
+
+package httpapi
+
+func injectedFaults() faultHooks { return faultHooks{} }

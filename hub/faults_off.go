@@ -1,0 +1,5 @@
+//go:build !faults
+
+package hub
+
+func injectedFaults() faultHooks { return faultHooks{} }

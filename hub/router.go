@@ -1,0 +1,222 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"edgehub/actors"
+	"edgehub/backlog"
+	"edgehub/limits"
+	"edgehub/metrics"
+)
+
+// ErrUnavailable answers a request the hub could not serve: the backlog
+// could not be read, or the commit failed.
+var ErrUnavailable = errors.New("topic unavailable")
+
+// Options are what every hub and subscription needs from the process.
+type Options struct {
+	Log       backlog.Log
+	Committer *backlog.Committer
+	Logger    *slog.Logger
+	Metrics   *metrics.Metrics
+	// ReadBudget bounds the bytes of catch-up pages and snapshots that all
+	// subscriptions hold at once; nil leaves them unbounded.
+	ReadBudget *limits.Budget
+	// StreamBuffer is how many bytes of envelopes a live stream may have
+	// queued before the hub sends it back to read from the backlog.
+	StreamBuffer int
+	// PageSize is how many events a catching-up stream reads at a time
+	// (default 1000); tests make it small to hold a stream between pages.
+	PageSize int
+	// IdleTicks is how many manager ticks with no stream and no publish in
+	// flight make a hub report idle.
+	IdleTicks int
+	// CheckTicks is how often, in ticks, a hub with live streams compares
+	// its head with the log's, catching a commit notice that never came.
+	CheckTicks int
+	// Manager tunes the actor manager that owns the hubs.
+	Manager actors.Options
+	Hooks   Hooks
+
+	root   *actor.RootContext // set by NewRouter
+	faults faultHooks         // injected bugs; empty unless built with -tags faults
+}
+
+// Hooks let tests hold a hub or a subscription inside a race window. Nil
+// in production.
+type Hooks struct {
+	// BeforeIdle runs inside Receive just before a hub reports idle.
+	BeforeIdle func(key string)
+	// AfterSnapshot runs after a snapshot stream has read the state and
+	// before it registers with its hub.
+	AfterSnapshot func(tenant, topic string)
+	// BetweenPages runs after a catching-up subscription has handed out a
+	// page (and its writer has written it) and before it reads the next.
+	BetweenPages func(tenant, topic string)
+	// AfterGoLive runs after a caught-up subscription has asked its hub to
+	// go live and before it waits for the answer.
+	AfterGoLive func(tenant, topic string)
+}
+
+// Router is the typed way into the hubs: a transport publishes and
+// watches through it and never sees an actor.
+type Router struct {
+	opts    *Options
+	manager *actors.Manager
+}
+
+// Key is the manager key of a topic. Names cannot hold '/', so the key is
+// unambiguous; parseKey is its inverse.
+func Key(tenant, topic string) string { return tenant + "/" + topic }
+
+func parseKey(key string) (tenant, topic string) {
+	tenant, topic, _ = strings.Cut(key, "/")
+	return tenant, topic
+}
+
+// NewRouter starts the manager that owns one hub per topic.
+func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
+	o := opts
+	o.root = system.Root
+	o.faults = injectedFaults()
+	if o.PageSize <= 0 {
+		o.PageSize = 1000
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.ReadBudget == nil {
+		o.ReadBudget = limits.NewBudget(0, "read answers")
+	}
+	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
+		tenant, topic := parseKey(key)
+		return actor.PropsFromProducer(func() actor.Actor {
+			return &hub{tenant: tenant, topic: topic, opts: &o, live: streamSet{}, catchingUp: streamSet{}}
+		})
+	}, o.Manager)
+	if err != nil {
+		return nil, fmt.Errorf("start hub manager: %w", err)
+	}
+	return &Router{opts: &o, manager: m}, nil
+}
+
+// Publication is a publish handed to its hub. The commit goes on whatever
+// the caller does next, and its one answer always comes.
+type Publication struct {
+	reply chan publishReply
+}
+
+// Publish hands req to its topic's hub, which commits it with others and
+// answers once it is durable and fanned out.
+func (r *Router) Publish(req *backlog.Append) *Publication {
+	p := &Publication{reply: make(chan publishReply, 1)}
+	msg := &publish{req: req, reply: p.reply}
+	if r.opts.faults.publish != nil {
+		r.opts.faults.publish(r, msg)
+		return p
+	}
+	r.manager.Send(Key(req.Tenant, req.Topic), msg)
+	return p
+}
+
+// Wait returns the publish's outcome once its commit is done: the result
+// (a duplicate's too), or the refusal of the commit (backlog.ErrNoTenant,
+// ErrKeyReused, ErrQuota), or ErrUnavailable if the commit failed. If ctx
+// ends first it returns ctx.Err() and the commit goes on; Wait may be
+// called again until it returns the outcome.
+func (p *Publication) Wait(ctx context.Context) (backlog.Result, error) {
+	select {
+	case rep := <-p.reply:
+		if rep.err != nil {
+			return rep.result, fmt.Errorf("%w: %w", ErrUnavailable, rep.err)
+		}
+		return rep.result, rep.result.Err
+	case <-ctx.Done():
+		return backlog.Result{}, ctx.Err()
+	}
+}
+
+// From is where a watch starts.
+type From struct {
+	// After is the position: every event after it is delivered.
+	After int64
+	// Now starts at the head instead, as it is when the stream registers.
+	Now bool
+	// Snapshot, for a stream that starts now, starts it at a read of the
+	// topic's state instead, handed out first. A stream with a position
+	// has the state already and gets none.
+	Snapshot bool
+}
+
+// Watch registers a stream with its topic's hub and returns its
+// subscription once it is registered: only then may the transport tell
+// its client that it is subscribed. A snapshot's bytes come from the read
+// budget (the error is the *limits.Refusal if they are not free now) and
+// are held until the first Next.
+func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*Subscription, error) {
+	sub := &Subscription{router: r, tenant: tenant, topic: topic, hold: r.opts.ReadBudget.Hold()}
+	if from.Snapshot && from.Now {
+		st, err := r.opts.Log.State(ctx, tenant, topic, sub.hold.Try)
+		if err != nil {
+			sub.hold.Release()
+			return nil, fmt.Errorf("snapshot of %s/%s: %w", tenant, topic, err)
+		}
+		sub.snapshot = &st
+		from = From{After: st.Seq}
+		if r.opts.Hooks.AfterSnapshot != nil {
+			r.opts.Hooks.AfterSnapshot(tenant, topic)
+		}
+	}
+	sub.stream = newStream(r.opts.StreamBuffer)
+	sub.stream.overflow = r.opts.faults.overflow
+	reply := make(chan joined, 1)
+	r.manager.Send(Key(tenant, topic), &watch{stream: sub.stream, position: from.After, fromNow: from.Now, reply: reply})
+	var j joined
+	select {
+	case j = <-reply:
+	case <-ctx.Done():
+		sub.hold.Release()
+		// The hub registers the stream anyway; take it out once it has.
+		go func() {
+			if j := <-reply; j.err == nil {
+				r.opts.root.Send(j.hub, &unwatch{stream: sub.stream})
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if j.err != nil {
+		sub.hold.Release()
+		return nil, j.err
+	}
+	sub.hub, sub.head, sub.position, sub.live = j.hub, j.head, j.position, j.position >= j.head
+	if sub.snapshot != nil {
+		// The hub's head may trail the snapshot's read: the commit notice
+		// can be on its way. Hello never reports a head below it.
+		sub.head = max(sub.head, sub.snapshot.Seq)
+	}
+	if !sub.live || sub.snapshot != nil {
+		sub.stream.signal() // Next has a page to read, or a snapshot to give back
+	}
+	return sub, nil
+}
+
+// EndTenant ends every stream of the tenant and stops its hubs, after the
+// publishes already routed to them; the next message for one of its
+// topics starts a new hub. Deleting or rotating a tenant calls it.
+func (r *Router) EndTenant(tenant string) {
+	r.manager.StopPrefix(Key(tenant, ""))
+}
+
+// Tick advances the hubs' clock by one tick (idleness, head checks), for
+// owners that run no ticker.
+func (r *Router) Tick() { r.manager.Tick() }
+
+// Stop stops every hub, ending their streams, after the messages already
+// routed to them.
+func (r *Router) Stop() { r.manager.Stop() }

@@ -1,0 +1,242 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"edgehub/backlog"
+	"edgehub/event"
+	"edgehub/limits"
+)
+
+// ErrEnded ends a subscription whose hub went away (its tenant was deleted
+// or rotated, or the server is stopping); its client reconnects from its
+// position and loses nothing.
+var ErrEnded = errors.New("stream ended")
+
+// catchUpBytes bounds the event data of one catch-up page: a subscription
+// whose client stops reading while it catches up holds about this much.
+const catchUpBytes = 256 << 10
+
+// Encoder is a wire format: each method appends one whole frame to b. The
+// SSE writer is one; a long-poll or another streaming protocol is another.
+type Encoder interface {
+	// AppendEvent appends the frame of e. envelope, unless nil, is e's
+	// envelope (see event.Event.AppendEnvelope) already encoded: a live
+	// event's is encoded once for every stream.
+	AppendEvent(b []byte, e *event.Event, envelope []byte) []byte
+	// AppendGap appends the frame saying that events from..to were removed
+	// by retention before the stream could be given them.
+	AppendGap(b []byte, from, to int64) []byte
+}
+
+// Subscription is one stream's side of the join protocol: it hands its
+// transport every event after its position exactly once, in order, with a
+// gap only where retention removed events. While it is behind the hub's
+// head it reads the backlog in pages; at the head it asks the hub to go
+// live and then hands out what the hub pushes; when the hub demotes it (its
+// queue was full) it reads the backlog again. Next must be called from one
+// goroutine at a time.
+type Subscription struct {
+	router        *Router // fixed, as are the fields to stream
+	tenant, topic string
+	hub           *actor.PID // the hub it is registered with
+	head          int64      // the hub's head at registration, for hello
+	snapshot      *event.State
+	stream        *stream
+
+	// The fields below are owned by the goroutine that calls Next.
+
+	// position is the newest sequence number handed out, or skipped by a
+	// gap: the stream owes every event after it.
+	position int64
+	// live says the hub pushes to this stream; false, it reads the backlog.
+	live bool
+	// page is what is left of the catch-up page being handed out, read
+	// when the topic's head was pageHead; pages counts the pages read
+	// since the stream last asked to go live.
+	page     []event.Event
+	pageHead int64
+	pages    int
+	// atHead says the last page reached the head it was read at: the next
+	// step is to ask the hub to go live.
+	atHead bool
+	// items are live events taken from the queue and not yet handed out;
+	// demoted and ended are what the hub said with them.
+	items          []*Item
+	demoted, ended bool
+	// hold is the read budget's bytes of the snapshot or page being written.
+	hold *limits.Hold
+}
+
+// Head is the topic's head when the stream registered (or its snapshot's
+// sequence, if later); Position at first is where the stream starts: the
+// two numbers of the hello frame.
+func (s *Subscription) Head() int64 { return s.head }
+
+// Position is the newest sequence number handed out, or where the stream
+// starts before anything is.
+func (s *Subscription) Position() int64 { return s.position }
+
+// Snapshot is the topic's state as of Position, to be written before the
+// first Next, or nil if the watch asked for none.
+func (s *Subscription) Snapshot() *event.State { return s.snapshot }
+
+// Ready is signalled whenever Next has something to do: events pushed, a
+// page to read, a demotion or the end.
+func (s *Subscription) Ready() <-chan struct{} { return s.stream.ready }
+
+// Next appends to b, with enc, the frames the stream is owed next, and
+// stops once b holds limit bytes or more. Calling it says that what the
+// previous call returned, and the snapshot, have been written: their
+// bytes are given back to the read budget. It may block while it reads the backlog or waits for the hub's
+// answer to go live, never while it is live. What it returns must be
+// written even with an error, which is ErrEnded once the hub has ended
+// the stream, or ctx.Err().
+func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	if len(s.page) == 0 {
+		s.hold.Release()
+		s.snapshot = nil
+	}
+	if s.live {
+		return s.handLive(enc, b, limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return b, err
+	}
+	if s.atHead {
+		return s.goLive(ctx, enc, b, limit)
+	}
+	return s.catchUp(ctx, enc, b, limit)
+}
+
+// handLive hands out what the hub queued; after it, a demotion sends the
+// stream back to the backlog and an end ends it.
+func (s *Subscription) handLive(enc Encoder, b []byte, limit int) ([]byte, error) {
+	if len(s.items) == 0 {
+		s.items, s.demoted, s.ended = s.stream.take()
+	}
+	for len(s.items) > 0 && len(b) < limit {
+		it := s.items[0]
+		b = enc.AppendEvent(b, &it.Event, it.Envelope)
+		s.position = it.Event.Seq
+		s.items[0] = nil
+		s.items = s.items[1:]
+	}
+	switch {
+	case len(s.items) > 0:
+		s.stream.signal()
+	case s.ended:
+		return b, ErrEnded
+	case s.demoted:
+		s.live, s.demoted = false, false
+		s.stream.signal()
+	}
+	return b, nil
+}
+
+// catchUp hands out the backlog after the position, a page at a time. A
+// page that reaches the head it was read at ends the reading; the hub then
+// decides whether that is still its head.
+func (s *Subscription) catchUp(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	if len(s.page) == 0 {
+		if hook := s.router.opts.Hooks.BetweenPages; hook != nil && s.pages > 0 {
+			hook(s.tenant, s.topic)
+		}
+		// The hub ends its streams when the tenant is rotated or deleted:
+		// a stream catching up must not read on with revoked credentials.
+		if s.stream.isEnded() {
+			return b, ErrEnded
+		}
+		page, err := s.readPage(ctx)
+		if err != nil {
+			return b, err
+		}
+		s.pages++
+		if page.Trimmed > s.position {
+			b = enc.AppendGap(b, s.position+1, page.Trimmed)
+			s.position = page.Trimmed
+		}
+		s.page, s.pageHead = page.Events, page.Head
+		s.atHead = len(page.Events) == 0
+	}
+	for len(s.page) > 0 && len(b) < limit {
+		if e := &s.page[0]; e.Seq > s.position {
+			b = enc.AppendEvent(b, e, nil)
+			s.position = e.Seq
+		}
+		s.page[0] = event.Event{} // its frame holds it now
+		s.page = s.page[1:]
+	}
+	if len(s.page) == 0 && s.position >= s.pageHead {
+		s.atHead = true
+	}
+	s.stream.signal() // the rest of the page, the next one, or going live
+	return b, nil
+}
+
+// goLive asks the hub to take the stream live at its position and waits
+// for the answer. Items or a demotion signalled before the answer mean the
+// hub took it live; the answer is waiting, and handLive takes them.
+func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	s.atHead, s.pages = false, 0
+	reply := make(chan bool, 1)
+	s.router.opts.root.Send(s.hub, &goLive{stream: s.stream, position: s.position, reply: reply})
+	if hook := s.router.opts.Hooks.AfterGoLive; hook != nil {
+		hook(s.tenant, s.topic)
+	}
+	for {
+		select {
+		case live := <-reply:
+			if !live {
+				s.stream.signal() // the head moved on: read more
+				return b, nil
+			}
+			// The hub may have pushed (or demoted) since it took the
+			// stream live, and that signal may already be spent.
+			s.live = true
+			return s.handLive(enc, b, limit)
+		case <-s.stream.ready:
+			if s.stream.isEnded() {
+				return b, ErrEnded
+			}
+		case <-ctx.Done():
+			return b, ctx.Err()
+		}
+	}
+}
+
+// readPage reads the next catch-up page with its bytes taken from the read
+// budget, waiting for them if other answers hold it all, so that many
+// streams catching up at once hold no more than the budget. The bytes of a
+// page of catchUpBytes are taken before it is read; a page of one larger
+// event takes the rest if it is free now, and otherwise waits for it
+// without holding the page and reads it again.
+func (s *Subscription) readPage(ctx context.Context) (backlog.Page, error) {
+	opts := s.router.opts
+	want := int64(catchUpBytes + event.EnvelopeOverhead*(opts.PageSize+1))
+	for {
+		if err := s.hold.Wait(ctx, want); err != nil {
+			return backlog.Page{}, fmt.Errorf("catch up %s/%s after %d: %w", s.tenant, s.topic, s.position, err)
+		}
+		page, err := opts.Log.Read(ctx, s.tenant, s.topic, s.position, opts.PageSize, catchUpBytes)
+		if err != nil {
+			return page, fmt.Errorf("catch up %s/%s after %d: %w", s.tenant, s.topic, s.position, err)
+		}
+		size := event.EnvelopesBytes(page.Events)
+		if size <= want || s.hold.Try(size-want) == nil {
+			return page, nil
+		}
+		s.hold.Release()
+		want = size
+	}
+}
+
+// Close takes the stream out of its hub and gives back what it holds.
+func (s *Subscription) Close() {
+	s.hold.Release()
+	s.router.opts.root.Send(s.hub, &unwatch{stream: s.stream})
+}
