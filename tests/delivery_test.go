@@ -46,11 +46,17 @@ func TestReplayMeetsLiveWithoutHoleOrDuplicate(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < perPublisher; i++ {
 				if i%50 == 0 {
-					p.publishBatch(t, "replay", i, 5, 10)
+					if err := p.tryPublishBatch("replay", i, 5, 10); err != nil {
+						t.Errorf("publisher %d: %v", w, err)
+						return
+					}
 					published.Add(5)
 					continue
 				}
-				p.publish(t, "replay", fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
+				if _, err := p.tryPublish("replay", fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)); err != nil {
+					t.Errorf("publisher %d: %v", w, err)
+					return
+				}
 				published.Add(1)
 			}
 		}()
@@ -70,6 +76,9 @@ func TestReplayMeetsLiveWithoutHoleOrDuplicate(t *testing.T) {
 		ws = append(ws, watcher{p.watch(t, "replay", q, nil), after})
 	}
 	wg.Wait()
+	if t.Failed() {
+		return // a publisher failed: the watchers would wait for events that never came
+	}
 	for i, w := range ws {
 		_, pos := w.s.hello(t)
 		if w.after >= 0 && pos != w.after {
