@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -67,8 +66,9 @@ func TestReplayMeetsLiveWithoutHoleOrDuplicate(t *testing.T) {
 		after int64
 	}
 	ws := make([]watcher, 0, watchers)
+	rnd := newRand(testSeed(t), 0)
 	for i := 0; i < watchers; i++ {
-		after := rand.Int64N(published.Load() + 1)
+		after := rnd.Int64N(published.Load() + 1)
 		q := fmt.Sprintf("?after=%d", after)
 		if i%6 == 5 {
 			after, q = -1, "" // live from now: its position comes in hello
