@@ -157,29 +157,47 @@ func (p *proc) topicURL(topic, route string) string {
 // publish posts one JSON body and returns its sequence number.
 func (p *proc) publish(t *testing.T, topic, body string) int64 {
 	t.Helper()
+	seq, err := p.tryPublish(topic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// tryPublish is publish for a goroutine other than the test's, which must
+// not call t.Fatal.
+func (p *proc) tryPublish(topic, body string) (int64, error) {
 	ans, err := p.client().Publish(context.Background(), "acme", topic, []byte(body), client.PublishOptions{})
 	if err != nil {
-		t.Fatalf("publish: %v", err)
+		return 0, fmt.Errorf("publish: %w", err)
 	}
 	var a struct{ Seq int64 }
 	if err := json.Unmarshal(ans, &a); err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	return a.Seq
+	return a.Seq, nil
 }
 
 // publishBatch posts n events as NDJSON, each {"i": from+k} padded to pad
 // bytes.
 func (p *proc) publishBatch(t *testing.T, topic string, from, n, pad int) {
 	t.Helper()
+	if err := p.tryPublishBatch(topic, from, n, pad); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPublishBatch is publishBatch for a goroutine other than the test's.
+func (p *proc) tryPublishBatch(topic string, from, n, pad int) error {
 	var b strings.Builder
 	filler := strings.Repeat("x", pad)
 	for k := 0; k < n; k++ {
 		fmt.Fprintf(&b, "{\"i\":%d,\"pad\":%q}\n", from+k, filler)
 	}
 	if _, err := p.client().Publish(context.Background(), "acme", topic, []byte(b.String()), client.PublishOptions{Batch: true}); err != nil {
-		t.Fatalf("publish batch: %v", err)
+		return fmt.Errorf("publish batch: %w", err)
 	}
+	return nil
 }
 
 type readAnswer struct {

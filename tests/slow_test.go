@@ -34,7 +34,10 @@ func TestStalledReaderCatchesUpWithoutGapAndBlocksNoOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for b := 0; b < batches; b++ {
-				p.publishBatch(t, "slow", (w*batches+b)*perBatch, perBatch, pad)
+				if err := p.tryPublishBatch("slow", (w*batches+b)*perBatch, perBatch, pad); err != nil {
+					t.Errorf("publisher %d: %v", w, err)
+					return
+				}
 			}
 		}()
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"reflect"
 	"sync"
@@ -64,14 +63,16 @@ func normalize(t *testing.T, m map[string]json.RawMessage) map[string]any {
 func TestSnapshotUnderLoadEqualsFoldAndContinuesAtNext(t *testing.T) {
 	p := start(t, t.TempDir())
 	const publishers, perPublisher, keys, snapshots = 4, 150, 12, 8
+	seed := testSeed(t)
 	var wg sync.WaitGroup
 	for w := 0; w < publishers; w++ {
+		rnd := newRand(seed, 1+uint64(w))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < perPublisher; i++ {
-				key := fmt.Sprintf("k%d", rand.IntN(keys))
-				if rand.IntN(4) == 0 {
+				key := fmt.Sprintf("k%d", rnd.IntN(keys))
+				if rnd.IntN(4) == 0 {
 					p.publishKeyed(t, "state", key, "delete", "")
 				} else {
 					p.publishKeyed(t, "state", key, "", fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
@@ -80,9 +81,10 @@ func TestSnapshotUnderLoadEqualsFoldAndContinuesAtNext(t *testing.T) {
 		}()
 	}
 	streams := make([]*stream, 0, snapshots)
+	rnd := newRand(seed, 0)
 	for i := 0; i < snapshots; i++ {
 		streams = append(streams, p.watch(t, "state", "?snapshot=1", nil))
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // spread the snapshots over the run
+		time.Sleep(time.Duration(rnd.IntN(20)) * time.Millisecond) // spread the snapshots over the run
 	}
 	wg.Wait()
 	total := int64(publishers * perPublisher)
