@@ -295,8 +295,9 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 }
 
 // A hub stopped while a publish is being committed (its tenant was
-// deleted) does not leave the publisher waiting: the answer comes from the
-// commit, not from the hub.
+// deleted) does not leave the publisher waiting: it ends its streams at
+// once, stays up until the commit in flight has been answered, and only
+// then stops.
 func TestPublishInFlightWhenHubStopsIsAnswered(t *testing.T) {
 	h := newHarness(t)
 	h.publish(`"first"`)
