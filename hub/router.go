@@ -21,10 +21,13 @@ var ErrUnavailable = errors.New("topic unavailable")
 
 // Options are what every hub and subscription needs from the process.
 type Options struct {
-	Log       backlog.Log
+	// Log is where heads, catch-up pages and snapshots are read.
+	Log backlog.Log
+	// Committer commits publishes, many at a time.
 	Committer *backlog.Committer
 	Logger    *slog.Logger
-	Metrics   *metrics.Metrics
+	// Metrics counts demotions (nil: a registry of the router's own).
+	Metrics *metrics.Metrics
 	// ReadBudget bounds the bytes of catch-up pages and snapshots that all
 	// subscriptions hold at once; nil leaves them unbounded.
 	ReadBudget *limits.Budget
@@ -67,8 +70,8 @@ type Hooks struct {
 // Router is the typed way into the hubs: a transport publishes and
 // watches through it and never sees an actor.
 type Router struct {
-	opts    *Options
-	manager *actors.Manager
+	opts    *Options        // shared by every hub and subscription; read-only
+	manager *actors.Manager // owns one hub per topic
 }
 
 // Key is the manager key of a topic. Names cannot hold '/', so the key is

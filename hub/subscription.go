@@ -41,12 +41,13 @@ type Encoder interface {
 // queue was full) it reads the backlog again. Next must be called from one
 // goroutine at a time.
 type Subscription struct {
-	router        *Router // fixed, as are the fields to stream
+	// The fields down to stream are set by Router.Watch and then fixed.
+	router        *Router
 	tenant, topic string
-	hub           *actor.PID // the hub it is registered with
-	head          int64      // the hub's head at registration, for hello
-	snapshot      *event.State
-	stream        *stream
+	hub           *actor.PID   // the hub it is registered with
+	head          int64        // the hub's head at registration, for hello
+	snapshot      *event.State // the state it starts from, until written
+	stream        *stream      // its link with the hub, shared with it
 
 	// The fields below are owned by the goroutine that calls Next.
 
