@@ -143,8 +143,7 @@ func (s *SQLite) statements(ctx context.Context) (*statements, error) {
 	for _, p := range st.list() {
 		stmt, err := s.write.PrepareContext(ctx, p.sql)
 		if err != nil {
-			st.close()
-			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
+			return nil, errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), st.close())
 		}
 		*p.stmt = stmt
 	}
@@ -160,12 +159,14 @@ func (st *statements) bind(ctx context.Context, tx *sql.Tx, prepared *statements
 	}
 }
 
-func (st *statements) close() {
+func (st *statements) close() error {
+	var errs []error
 	for _, p := range st.list() {
 		if *p.stmt != nil {
-			(*p.stmt).Close()
+			errs = append(errs, (*p.stmt).Close())
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // writeBack stores the heads, state sizes and usage this commit changed.

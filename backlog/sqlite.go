@@ -57,13 +57,11 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger) (*SQLite, 
 	}
 	write.SetMaxOpenConns(1)
 	if err := migrate(ctx, write, logger); err != nil {
-		write.Close()
-		return nil, err
+		return nil, errors.Join(err, write.Close())
 	}
 	read, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
 	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open backlog %s for reading: %w", path, err)
+		return nil, errors.Join(fmt.Errorf("open backlog %s for reading: %w", path, err), write.Close())
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
@@ -89,11 +87,12 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 // Close closes both pools; the committer must have stopped first.
 func (s *SQLite) Close() error {
 	s.stmtsMu.Lock()
+	var serr error
 	if s.stmts != nil {
-		s.stmts.close()
+		serr = s.stmts.close()
 	}
 	s.stmtsMu.Unlock()
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(serr, s.read.Close(), s.write.Close())
 }
 
 // Ping checks the read pool, which is what readiness depends on.

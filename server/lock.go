@@ -24,11 +24,11 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("open lock of data directory %s: %w", dir, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		cerr := f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another edgehub serve (it holds %s); one server per data directory", dir, path)
+			return nil, errors.Join(fmt.Errorf("data directory %s is in use by another edgehub serve (it holds %s); one server per data directory", dir, path), cerr)
 		}
-		return nil, fmt.Errorf("lock data directory %s: %w", dir, err)
+		return nil, errors.Join(fmt.Errorf("lock data directory %s: %w", dir, err), cerr)
 	}
 	// The pid is for operators; the lock is the flock, not the content.
 	if err := f.Truncate(0); err == nil {
