@@ -10,6 +10,7 @@ import (
 	"edgehub/hub"
 	"edgehub/limits"
 	"edgehub/notify"
+	"edgehub/refusal"
 )
 
 type singleAnswer struct {
@@ -155,6 +156,6 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	writeJSON(w, status, singleAnswer{Seq: res.First, Duplicate: res.Duplicate})
 }
 
-func fromNotify(e *notify.Error) *apiError {
-	return &apiError{Status: e.Status, Code: e.Code, Message: e.Message}
+func fromNotify(e *refusal.Error) *apiError {
+	return &apiError{Status: e.Status(), Code: string(e.Code), Message: e.Message}
 }
