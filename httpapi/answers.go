@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"edgehub/limits"
+	"edgehub/refusal"
 )
 
 // hold starts an empty hold on the server's read budget.
@@ -18,7 +19,7 @@ func (s *Server) refuseRead(w http.ResponseWriter, err error, what, tenant, topi
 	if err == nil {
 		return false
 	}
-	var refused *limits.Refusal
+	var refused *refusal.Error
 	if errors.As(err, &refused) {
 		refuseLimit(w, refused)
 		return true

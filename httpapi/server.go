@@ -19,6 +19,7 @@ import (
 	"edgehub/limits"
 	"edgehub/metrics"
 	"edgehub/names"
+	"edgehub/refusal"
 )
 
 // Config is the HTTP side of the command line.
@@ -199,12 +200,12 @@ func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
 }
 
 // limitError is the 429 of a limit, with its Retry-After.
-func limitError(l *limits.Refusal) *apiError {
-	return &apiError{Status: http.StatusTooManyRequests, Code: l.Code, Message: l.Message, RetryAfter: l.RetryAfter}
+func limitError(l *refusal.Error) *apiError {
+	return &apiError{Status: l.Status(), Code: string(l.Code), Message: l.Message, RetryAfter: l.RetryAfter}
 }
 
 // refuseLimit answers 429 with Retry-After in whole seconds (at least 1).
-func refuseLimit(w http.ResponseWriter, l *limits.Refusal) {
+func refuseLimit(w http.ResponseWriter, l *refusal.Error) {
 	writeError(w, limitError(l))
 }
 
