@@ -21,11 +21,11 @@ func (s *Server) refuseRead(w http.ResponseWriter, err error, what, tenant, topi
 	}
 	var refused *refusal.Error
 	if errors.As(err, &refused) {
-		refuseLimit(w, refused)
+		writeError(w, refused)
 		return true
 	}
 	s.deps.Logger.Error("read "+what, "tenant", tenant, "topic", topic, "err", err)
-	writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's %s could not be read", what))
+	writeError(w, refusal.New(refusal.Unavailable, "the topic's %s could not be read", what))
 	return true
 }
 
