@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"edgehub/refusal"
 	"edgehub/sse"
 )
 
@@ -29,11 +30,13 @@ type Client struct {
 	Retries int
 }
 
-// APIError is a refusal from the server in the contract's error shape.
-// RetryAfter is the server's Retry-After, when it sent one.
+// APIError is a refusal from the server in the contract's error shape:
+// Status is the answer's HTTP status, Code and Message its error (Code is
+// refusal.Unknown when the answer was not in that shape), RetryAfter the
+// server's Retry-After, when it sent one.
 type APIError struct {
 	Status     int
-	Code       string
+	Code       refusal.Code
 	Message    string
 	RetryAfter time.Duration
 }
@@ -44,7 +47,7 @@ type APIError struct {
 // back only when retention or the tenant frees it, so the caller is told
 // at once.
 func (e *APIError) Temporary() bool {
-	return (e.Status == http.StatusTooManyRequests && e.Code != "quota_exceeded") ||
+	return (e.Status == http.StatusTooManyRequests && e.Code != refusal.QuotaExceeded) ||
 		e.Status == http.StatusServiceUnavailable
 }
 
@@ -133,9 +136,12 @@ func (c *Client) authorize(req *http.Request) {
 
 func decodeError(resp *http.Response, body []byte) error {
 	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
+		Error struct {
+			Code    refusal.Code
+			Message string
+		} `json:"error"`
 	}
-	a := &APIError{Status: resp.StatusCode, Code: "unknown", Message: string(bytes.TrimSpace(body))}
+	a := &APIError{Status: resp.StatusCode, Code: refusal.Unknown, Message: string(bytes.TrimSpace(body))}
 	if err := json.Unmarshal(body, &e); err == nil && e.Error.Code != "" {
 		a.Code, a.Message = e.Error.Code, e.Error.Message
 	}

@@ -14,6 +14,7 @@ import (
 	"edgehub/auth"
 	"edgehub/backlog"
 	"edgehub/names"
+	"edgehub/refusal"
 )
 
 // adminRoute checks the tenant name, then the admin key, before h.
@@ -21,13 +22,13 @@ func (s *Server) adminRoute(h func(w http.ResponseWriter, r *http.Request, tenan
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		tenant := p.ByName("tenant")
 		if !names.Valid(tenant) {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_name", "tenant names follow the name rules"))
+			writeError(w, refusal.New(refusal.InvalidName, "tenant names follow the name rules"))
 			return
 		}
 		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if s.cfg.AdminKey == "" || !strings.EqualFold(scheme, "Bearer") ||
 			subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.cfg.AdminKey)) != 1 {
-			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "the admin API needs the admin key as a bearer token"))
+			writeError(w, refusal.New(refusal.Unauthorized, "the admin API needs the admin key as a bearer token"))
 			return
 		}
 		h(w, r, tenant)
@@ -45,7 +46,7 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request, name string) 
 	t, created, err := s.deps.Tenants.CreateTenant(r.Context(), name)
 	if err != nil {
 		s.deps.Logger.Error("create tenant", "tenant", name, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be created"))
+		writeError(w, refusal.New(refusal.Unavailable, "the tenant could not be created"))
 		return
 	}
 	status := http.StatusOK
@@ -90,10 +91,10 @@ func (s *Server) refuseAdmin(w http.ResponseWriter, err error, done, name string
 	case err == nil:
 		return false
 	case errors.Is(err, backlog.ErrNoTenant):
-		writeError(w, errorf(http.StatusNotFound, "unknown_tenant", "no tenant %s", name))
+		writeError(w, refusal.New(refusal.UnknownTenant, "no tenant %s", name))
 	default:
 		s.deps.Logger.Error("tenant not "+done, "tenant", name, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be %s", done))
+		writeError(w, refusal.New(refusal.Unavailable, "the tenant could not be %s", done))
 	}
 	return true
 }
@@ -115,7 +116,7 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 		err = json.Unmarshal(body, &req)
 	}
 	if err != nil {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_json", "the body must be {\"publish\": [...], \"subscribe\": [...], \"ttl\": \"1h\"}"))
+		writeError(w, refusal.New(refusal.InvalidJSON, "the body must be {\"publish\": [...], \"subscribe\": [...], \"ttl\": \"1h\"}"))
 		return
 	}
 	ttl := time.Hour
@@ -124,17 +125,17 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	if req.TTL != "" {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_ttl", "ttl must be a positive Go duration such as 1h"))
+			writeError(w, refusal.New(refusal.InvalidTTL, "ttl must be a positive Go duration such as 1h"))
 			return
 		}
 	}
 	if s.cfg.MaxTokenTTL > 0 && ttl > s.cfg.MaxTokenTTL {
-		writeError(w, errorf(http.StatusBadRequest, "invalid_ttl", "ttl may be at most %v (--max-token-ttl)", s.cfg.MaxTokenTTL))
+		writeError(w, refusal.New(refusal.InvalidTTL, "ttl may be at most %v (--max-token-ttl)", s.cfg.MaxTokenTTL))
 		return
 	}
 	tok, err := auth.Mint(t, req.Publish, req.Subscribe, ttl, time.Now())
 	if err != nil {
-		writeError(w, errorf(http.StatusInternalServerError, "internal", "the token could not be signed"))
+		writeError(w, refusal.New(refusal.Internal, "the token could not be signed"))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

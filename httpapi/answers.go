@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"edgehub/limits"
+	"edgehub/refusal"
 )
 
 // hold starts an empty hold on the server's read budget.
@@ -18,13 +19,13 @@ func (s *Server) refuseRead(w http.ResponseWriter, err error, what, tenant, topi
 	if err == nil {
 		return false
 	}
-	var refused *limits.Refusal
+	var refused *refusal.Error
 	if errors.As(err, &refused) {
-		refuseLimit(w, refused)
+		writeError(w, refused)
 		return true
 	}
 	s.deps.Logger.Error("read "+what, "tenant", tenant, "topic", topic, "err", err)
-	writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic's %s could not be read", what))
+	writeError(w, refusal.New(refusal.Unavailable, "the topic's %s could not be read", what))
 	return true
 }
 

@@ -9,15 +9,13 @@ import (
 
 	"edgehub/auth"
 	"edgehub/backlog"
+	"edgehub/refusal"
 )
 
-// badCredentials is the one message of every 401 on a tenant route: no
-// credentials, bad ones, expired ones and a tenant that does not exist
-// all read the same, so answers do not tell which tenants exist.
-const badCredentials = "missing or bad credentials"
-
-func unauthorized() *apiError {
-	return errorf(http.StatusUnauthorized, "unauthorized", badCredentials)
+// unauthorized is the one 401 of every tenant route, whatever was wrong
+// with the credentials (refusal.BadCredentials says why).
+func unauthorized() *refusal.Error {
+	return refusal.New(refusal.Unauthorized, refusal.BadCredentials)
 }
 
 // token finds a bearer token in the Authorization header (the scheme is
@@ -34,7 +32,7 @@ func token(r *http.Request) string {
 // stillThere checks, outside dev mode, that the tenant authorized at the
 // start of the request was neither deleted nor rotated while the request
 // was being served (its generation would differ).
-func (s *Server) stillThere(r *http.Request, authorized auth.Tenant) *apiError {
+func (s *Server) stillThere(r *http.Request, authorized auth.Tenant) *refusal.Error {
 	if s.cfg.Dev {
 		return nil
 	}
@@ -49,7 +47,7 @@ func (s *Server) stillThere(r *http.Request, authorized auth.Tenant) *apiError {
 }
 
 // authorize checks a token for action on tenant/topic.
-func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Action) *apiError {
+func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Action) *refusal.Error {
 	_, aerr := s.authorizeTenant(r, tenant, topic, action)
 	return aerr
 }
@@ -59,7 +57,7 @@ func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Ac
 // then holds on to. Dev mode needs no credentials (and returns only the
 // name). A tenant that does not exist has no secret to check against:
 // 401, like a bad token.
-func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, *apiError) {
+func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, *refusal.Error) {
 	if s.cfg.Dev {
 		return auth.Tenant{Name: tenant}, nil
 	}
@@ -86,7 +84,7 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 // signature, which covers the body: it reads the body (within the limit)
 // and returns it, so the caller does not read it twice; signed tells that
 // the signature, not a token, let the request in.
-func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *apiError)) (t auth.Tenant, body []byte, signed bool, aerr *apiError) {
+func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *refusal.Error)) (t auth.Tenant, body []byte, signed bool, aerr *refusal.Error) {
 	if s.cfg.Dev || token(r) != "" || !auth.HasWebhook(r.Header) {
 		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
 		return t, nil, false, aerr
@@ -100,24 +98,24 @@ func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBod
 	return t, body, true, fromAuth(auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()))
 }
 
-func (s *Server) tenant(r *http.Request, name string) (auth.Tenant, *apiError) {
+func (s *Server) tenant(r *http.Request, name string) (auth.Tenant, *refusal.Error) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):
 		return t, unauthorized()
 	case err != nil:
 		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
-		return t, errorf(http.StatusServiceUnavailable, "unavailable", "the tenant could not be read")
+		return t, refusal.New(refusal.Unavailable, "the tenant could not be read")
 	}
 	return t, nil
 }
 
-func fromAuth(err error) *apiError {
+func fromAuth(err error) *refusal.Error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, auth.ErrForbidden):
-		return errorf(http.StatusForbidden, "forbidden", "the credentials do not cover this tenant, topic or action")
+		return refusal.New(refusal.Forbidden, "the credentials do not cover this tenant, topic or action")
 	default:
 		return unauthorized()
 	}

@@ -3,40 +3,34 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
-	"time"
+
+	"edgehub/refusal"
 )
 
-// apiError is a refusal in the contract's shape:
-// {"error": {"code": "...", "message": "..."}}.
-type apiError struct {
-	Status  int
-	Code    string
-	Message string
-	// RetryAfter, when set, goes out as Retry-After in whole seconds (at
-	// least 1): every refusal by a limit carries it.
-	RetryAfter time.Duration
-}
+// badAfter is the message of an after that is not a position, on a watch
+// and on a read alike.
+const badAfter = "after must be a non-negative integer"
 
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-func writeError(w http.ResponseWriter, e *apiError) {
+// writeError answers a refusal in the contract's shape,
+// {"error": {"code": "...", "message": "..."}}, with the status that
+// package refusal's table gives its code. Its RetryAfter, when set, goes
+// out as Retry-After in whole seconds (at least 1): every refusal by a
+// limit carries it.
+func writeError(w http.ResponseWriter, e *refusal.Error) {
 	body := struct {
 		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code    refusal.Code `json:"code"`
+			Message string       `json:"message"`
 		} `json:"error"`
 	}{}
 	body.Error.Code, body.Error.Message = e.Code, e.Message
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(e.RetryAfter.Seconds())))))
 	}
-	writeJSON(w, e.Status, body)
+	writeJSON(w, e.Status(), body)
 }
 
 // writeJSON encodes without HTML escaping, so that envelopes in a read
@@ -46,9 +40,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
+		status = refusal.Internal.Status()
 		buf.Reset()
-		buf.WriteString(`{"error":{"code":"internal","message":"could not encode the answer"}}` + "\n")
+		buf.WriteString(`{"error":{"code":"` + string(refusal.Internal) + `","message":"could not encode the answer"}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

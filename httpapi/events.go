@@ -8,6 +8,7 @@ import (
 
 	"edgehub/backlog"
 	"edgehub/event"
+	"edgehub/refusal"
 )
 
 const (
@@ -41,7 +42,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 	if v, ok := q["after"]; ok {
 		n, valid := parsePosition(v[0])
 		if !valid {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "after must be a non-negative integer"))
+			writeError(w, refusal.New(refusal.InvalidPosition, badAfter))
 			return
 		}
 		after = n
@@ -49,7 +50,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 	if v, ok := q["limit"]; ok {
 		n, valid := parseLimit(v[0])
 		if !valid {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_position", "limit must be a positive integer"))
+			writeError(w, refusal.New(refusal.InvalidPosition, "limit must be a positive integer"))
 			return
 		}
 		limit = n

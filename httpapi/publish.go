@@ -10,6 +10,7 @@ import (
 	"edgehub/hub"
 	"edgehub/limits"
 	"edgehub/notify"
+	"edgehub/refusal"
 )
 
 type singleAnswer struct {
@@ -32,7 +33,7 @@ const quotaRetry = time.Minute
 func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	meta, perr := notify.ParseNames(r)
 	if perr != nil {
-		writeError(w, fromNotify(perr))
+		writeError(w, perr)
 		return
 	}
 	// The body is held, with its copies, until its commit is answered: its
@@ -43,29 +44,25 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	// publishers that have.
 	release := func() {}
 	defer func() { release() }()
-	takeBody := func(budget *limits.Budget) *apiError {
+	takeBody := func(budget *limits.Budget) *refusal.Error {
 		n := s.cfg.MaxBody
 		if r.ContentLength >= 0 {
 			n = min(n, r.ContentLength)
 		}
 		rel, refused := budget.TryTake(n)
 		if refused != nil {
-			return limitError(refused)
+			return refused
 		}
 		release = rel
 		return nil
 	}
-	readBody := func() ([]byte, *apiError) {
+	readBody := func() ([]byte, *refusal.Error) {
 		if s.hooks.BeforeBody != nil {
 			s.hooks.BeforeBody(tenant, topic)
 		}
-		b, perr := notify.ReadBody(r, s.cfg.MaxBody)
-		if perr != nil {
-			return nil, fromNotify(perr)
-		}
-		return b, nil
+		return notify.ReadBody(r, s.cfg.MaxBody)
 	}
-	readSigned := func() ([]byte, *apiError) {
+	readSigned := func() ([]byte, *refusal.Error) {
 		if aerr := takeBody(s.deps.UnsignedBodies); aerr != nil {
 			return nil, aerr
 		}
@@ -78,7 +75,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	if l := s.deps.Limits.Publish(tenant, time.Now()); l != nil {
-		refuseLimit(w, l)
+		writeError(w, l)
 		return
 	}
 	if body == nil {
@@ -88,7 +85,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		}
 	}
 	if perr := notify.ParseOptions(r, &meta, signed); perr != nil {
-		writeError(w, fromNotify(perr))
+		writeError(w, perr)
 		return
 	}
 	if body == nil {
@@ -99,7 +96,7 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 	}
 	req, perr := notify.Build(tenant, topic, meta, body)
 	if perr != nil {
-		writeError(w, fromNotify(perr))
+		writeError(w, perr)
 		return
 	}
 	req.RequireTenant, req.Generation = !s.cfg.Dev, ten.Generation
@@ -125,20 +122,20 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	case errors.Is(err, hub.ErrUnavailable):
 		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the event could not be committed; retry with the same idempotency key"))
+		writeError(w, refusal.New(refusal.Unavailable, "the event could not be committed; retry with the same idempotency key"))
 		return
 	case errors.Is(err, backlog.ErrNoTenant):
 		writeError(w, unauthorized())
 		return
 	case errors.Is(err, backlog.ErrKeyReused):
-		writeError(w, errorf(http.StatusUnprocessableEntity, "idempotency_key_reused",
+		writeError(w, refusal.New(refusal.IdempotencyKeyReused,
 			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)"))
 		return
 	case errors.Is(err, backlog.ErrQuota):
-		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "quota_exceeded", Message: err.Error(), RetryAfter: quotaRetry})
+		writeError(w, &refusal.Error{Code: refusal.QuotaExceeded, Message: err.Error(), RetryAfter: quotaRetry})
 		return
 	case err != nil:
-		writeError(w, errorf(http.StatusInternalServerError, "internal", "%v", err))
+		writeError(w, refusal.New(refusal.Internal, "%v", err))
 		return
 	}
 	status := http.StatusCreated
@@ -153,8 +150,4 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	writeJSON(w, status, singleAnswer{Seq: res.First, Duplicate: res.Duplicate})
-}
-
-func fromNotify(e *notify.Error) *apiError {
-	return &apiError{Status: e.Status, Code: e.Code, Message: e.Message}
 }

@@ -19,6 +19,7 @@ import (
 	"edgehub/limits"
 	"edgehub/metrics"
 	"edgehub/names"
+	"edgehub/refusal"
 )
 
 // Config is the HTTP side of the command line.
@@ -119,14 +120,14 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r.RedirectFixedPath = false
 	r.HandleOPTIONS = false // CORS preflights are answered before the router
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no such route"))
+		writeError(w, refusal.New(refusal.NotFound, "no such route"))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this route"))
+		writeError(w, refusal.New(refusal.MethodNotAllowed, "method not allowed on this route"))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.deps.Logger.Error("handler panic", "path", req.URL.Path, "panic", v)
-		writeError(w, errorf(http.StatusInternalServerError, "internal", "internal error"))
+		writeError(w, refusal.New(refusal.Internal, "internal error"))
 	}
 	const topicPath = "/v1/tenants/:tenant/topics/:topic"
 	r.POST(topicPath+"/notify", s.topicRoute(s.notify))
@@ -144,7 +145,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	})
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		if s.deps.Ready != nil && !s.deps.Ready() {
-			writeError(w, errorf(http.StatusServiceUnavailable, "not_ready", "the backlog or the actor system is not up"))
+			writeError(w, refusal.New(refusal.NotReady, "the backlog or the actor system is not up"))
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -190,22 +191,12 @@ func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		tenant, topic := p.ByName("tenant"), p.ByName("topic")
 		if !names.Valid(tenant) || !names.Valid(topic) {
-			writeError(w, errorf(http.StatusBadRequest, "invalid_name",
+			writeError(w, refusal.New(refusal.InvalidName,
 				"tenant and topic must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
 			return
 		}
 		h(w, r, tenant, topic)
 	}
-}
-
-// limitError is the 429 of a limit, with its Retry-After.
-func limitError(l *limits.Refusal) *apiError {
-	return &apiError{Status: http.StatusTooManyRequests, Code: l.Code, Message: l.Message, RetryAfter: l.RetryAfter}
-}
-
-// refuseLimit answers 429 with Retry-After in whole seconds (at least 1).
-func refuseLimit(w http.ResponseWriter, l *limits.Refusal) {
-	writeError(w, limitError(l))
 }
 
 // parsePosition reads a non-negative decimal integer, digits only.

@@ -10,6 +10,7 @@ import (
 	"edgehub/auth"
 	"edgehub/event"
 	"edgehub/hub"
+	"edgehub/refusal"
 	"edgehub/sse"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	}
 	release, refused := s.deps.Limits.OpenStream(tenant)
 	if refused != nil {
-		refuseLimit(w, refused)
+		writeError(w, refused)
 		return
 	}
 	defer release()
@@ -45,7 +46,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	case r.Context().Err() != nil:
 		return // the client left
 	case errors.Is(err, hub.ErrUnavailable):
-		writeError(w, errorf(http.StatusServiceUnavailable, "unavailable", "the topic could not be opened"))
+		writeError(w, refusal.New(refusal.Unavailable, "the topic could not be opened"))
 		return
 	default:
 		s.refuseRead(w, err, "state", tenant, topic) // the snapshot's
@@ -83,20 +84,20 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 // watchFrom reads where a stream starts, first match wins: Last-Event-ID
 // (a browser's reconnect sends it with the original URL), then after,
 // then live from now, with a snapshot if asked for.
-func watchFrom(r *http.Request) (hub.From, *apiError) {
+func watchFrom(r *http.Request) (hub.From, *refusal.Error) {
 	q := r.URL.Query()
 	snapshot := q.Get("snapshot") == "1" || q.Get("snapshot") == "true"
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, ok := parsePosition(v)
 		if !ok {
-			return hub.From{}, errorf(http.StatusBadRequest, "invalid_position", "Last-Event-ID must be a non-negative integer")
+			return hub.From{}, refusal.New(refusal.InvalidPosition, "Last-Event-ID must be a non-negative integer")
 		}
 		return hub.From{After: n, Snapshot: snapshot}, nil
 	}
 	if v, ok := q["after"]; ok {
 		n, valid := parsePosition(v[0])
 		if !valid {
-			return hub.From{}, errorf(http.StatusBadRequest, "invalid_position", "after must be a non-negative integer")
+			return hub.From{}, refusal.New(refusal.InvalidPosition, badAfter)
 		}
 		return hub.From{After: n, Snapshot: snapshot}, nil
 	}

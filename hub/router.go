@@ -160,7 +160,7 @@ type From struct {
 // Watch registers a stream with its topic's hub and returns its
 // subscription once it is registered: only then may the transport tell
 // its client that it is subscribed. A snapshot's bytes come from the read
-// budget (the error is the *limits.Refusal if they are not free now) and
+// budget (the error wraps the *refusal.Error if they are not free now) and
 // are held until the first Next.
 func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*Subscription, error) {
 	sub := &Subscription{router: r, tenant: tenant, topic: topic, hold: r.opts.ReadBudget.Hold()}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"edgehub/refusal"
 )
 
 // Budget bounds the bytes that requests of one kind hold at once across
@@ -15,13 +17,12 @@ import (
 type Budget struct {
 	total int64
 	sem   *semaphore.Weighted
-	code  string
 	what  string
 }
 
 // NewBudget makes a budget of total bytes; what names them in refusals.
 func NewBudget(total int64, what string) *Budget {
-	b := &Budget{total: total, code: "overloaded", what: what}
+	b := &Budget{total: total, what: what}
 	if total > 0 {
 		b.sem = semaphore.NewWeighted(total)
 	}
@@ -34,13 +35,13 @@ func (b *Budget) clamp(n int64) int64 { return max(1, min(n, b.total)) }
 // TryTake takes n bytes if they are free now; otherwise it refuses with
 // overloaded, which a client retries after Retry-After. release gives them
 // back and may be called more than once.
-func (b *Budget) TryTake(n int64) (release func(), refused *Refusal) {
+func (b *Budget) TryTake(n int64) (release func(), refused *refusal.Error) {
 	if b.sem == nil {
 		return func() {}, nil
 	}
 	n = b.clamp(n)
 	if !b.sem.TryAcquire(n) {
-		return nil, &Refusal{Code: b.code, RetryAfter: time.Second,
+		return nil, &refusal.Error{Code: refusal.Overloaded, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the server holds as many %s as it allows; retry shortly", b.what)}
 	}
 	return b.releaser(n), nil

@@ -14,7 +14,7 @@ type Hold struct {
 func (b *Budget) Hold() *Hold { return &Hold{budget: b} }
 
 // Try takes n more bytes if they are free now, for an answer that has not
-// started and can still be refused; the error is the *Refusal.
+// started and can still be refused; the error is the *refusal.Error.
 func (h *Hold) Try(n int64) error {
 	release, refused := h.budget.TryTake(n)
 	if refused != nil {

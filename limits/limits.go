@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"edgehub/refusal"
 )
 
 // Config holds the limits; zero disables one.
@@ -40,25 +42,17 @@ func New(cfg Config) *Limits {
 	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}, pruneAt: minPrune}
 }
 
-// Refusal says which limit was hit and when to try again. It is an error
-// so that a refusal met inside a read (a budget) comes back through it.
-type Refusal struct {
-	Code       string
-	Message    string
-	RetryAfter time.Duration
-}
-
-func (r *Refusal) Error() string { return r.Message }
-
-// OpenStream takes a stream slot of tenant; release gives it back.
-func (l *Limits) OpenStream(tenant string) (release func(), refused *Refusal) {
+// OpenStream takes a stream slot of tenant; release gives it back. A
+// refusal, like every refusal by a limit, is a *refusal.Error that says
+// which limit was hit and, in RetryAfter, when to try again.
+func (l *Limits) OpenStream(tenant string) (release func(), refused *refusal.Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cfg.MaxStreams > 0 && l.streams >= l.cfg.MaxStreams {
-		return nil, &Refusal{Code: "too_many_streams", Message: "the server has as many open streams as it allows", RetryAfter: 5 * time.Second}
+		return nil, &refusal.Error{Code: refusal.TooManyStreams, Message: "the server has as many open streams as it allows", RetryAfter: 5 * time.Second}
 	}
 	if l.cfg.MaxTenantStreams > 0 && l.tenants[tenant] >= l.cfg.MaxTenantStreams {
-		return nil, &Refusal{Code: "too_many_streams", Message: "this tenant has as many open streams as it may", RetryAfter: 5 * time.Second}
+		return nil, &refusal.Error{Code: refusal.TooManyStreams, Message: "this tenant has as many open streams as it may", RetryAfter: 5 * time.Second}
 	}
 	l.streams++
 	l.tenants[tenant]++
@@ -76,7 +70,7 @@ func (l *Limits) OpenStream(tenant string) (release func(), refused *Refusal) {
 }
 
 // Publish spends one publish of tenant's rate.
-func (l *Limits) Publish(tenant string, now time.Time) *Refusal {
+func (l *Limits) Publish(tenant string, now time.Time) *refusal.Error {
 	if l.cfg.PublishRate <= 0 {
 		return nil
 	}
@@ -93,7 +87,7 @@ func (l *Limits) Publish(tenant string, now time.Time) *Refusal {
 	r := lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return &Refusal{Code: "rate_limited", Message: "this tenant publishes faster than it may", RetryAfter: d}
+		return &refusal.Error{Code: refusal.RateLimited, Message: "this tenant publishes faster than it may", RetryAfter: d}
 	}
 	return nil
 }

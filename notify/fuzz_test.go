@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"edgehub/event"
+	"edgehub/refusal"
 )
 
 // Whatever the body, content type, type, key and op, the parser either
@@ -22,7 +23,7 @@ func FuzzPublishParser(f *testing.F) {
 	f.Add([]byte(""), "application/json", "", "k", "delete")
 	f.Add([]byte("1 2"), "text/plain", "hello", "", "")
 	f.Add([]byte("\"\\u2028\"\n\"x\""), "application/x-ndjson; charset=utf-8", "", ".k", "merge")
-	codes := map[string]bool{"invalid_json": true, "invalid_type": true, "invalid_op": true,
+	codes := map[refusal.Code]bool{"invalid_json": true, "invalid_type": true, "invalid_op": true,
 		"invalid_name": true, "too_large": true, "invalid_idempotency_key": true}
 	f.Fuzz(func(t *testing.T, body []byte, ctype, typ, key, op string) {
 		q := url.Values{}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"edgehub/refusal"
 )
 
 // Which key a request is idempotent by, and in which scope: a signed
@@ -13,11 +15,12 @@ import (
 // else by its webhook-id, tenant-wide.
 func TestIdempotencyKeyAndScope(t *testing.T) {
 	for _, c := range []struct {
-		name              string
-		idem, webhookID   string
-		signed            bool
-		wantKey, wantCode string
-		wantTenantWide    bool
+		name            string
+		idem, webhookID string
+		signed          bool
+		wantKey         string
+		wantCode        refusal.Code
+		wantTenantWide  bool
 	}{
 		{"signed webhook", "", "msg_1", true, "msg_1", "", true},
 		{"signed with the same Idempotency-Key", "msg_1", "msg_1", true, "msg_1", "", true},

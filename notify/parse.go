@@ -1,7 +1,9 @@
 // Package notify turns a publish request into a backlog append: it picks
 // the event type, key and op, reads the body within its limit, checks and
 // compacts the JSON (one value, or NDJSON lines), and derives the
-// idempotency key and the hash that tells a true repeat from a reuse.
+// idempotency key and the hash that tells a true repeat from a reuse. It
+// refuses with a *refusal.Error, a contract code and a message; the HTTP
+// status is the code's, from package refusal's table.
 package notify
 
 import (
@@ -9,7 +11,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"edgehub/backlog"
 	"edgehub/event"
 	"edgehub/names"
+	"edgehub/refusal"
 )
 
 // MaxBatch is the most events one NDJSON request may carry.
@@ -27,19 +29,6 @@ const MaxBatch = 10000
 
 // MaxIdempotencyKey bounds an idempotency key, which is stored per topic.
 const MaxIdempotencyKey = 256
-
-// Error is a refusal with the contract's status and code.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-func refuse(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
 
 // Meta is what a request says about its events outside the body.
 // TenantWideKey marks an IdemKey that came from webhook-id, which binds
@@ -51,18 +40,18 @@ type Meta struct {
 
 // ParseNames reads the event type and key, which are names: the contract
 // checks names before credentials.
-func ParseNames(r *http.Request) (Meta, *Error) {
+func ParseNames(r *http.Request) (Meta, *refusal.Error) {
 	q := r.URL.Query()
 	m := Meta{
 		Type: first(q.Get("type"), r.Header.Get("Event-Type"), "message"),
 		Key:  first(q.Get("key"), r.Header.Get("Event-Key"), ""),
 	}
 	if !names.ValidType(m.Type) {
-		return m, refuse(http.StatusBadRequest, "invalid_type",
+		return m, refusal.New(refusal.InvalidType,
 			"event type must be 1 to %d of A-Z a-z 0-9 . _ : - and not hello, gap or snapshot", names.MaxType)
 	}
 	if m.Key != "" && !names.Valid(m.Key) {
-		return m, refuse(http.StatusBadRequest, "invalid_name", "key must follow the name rules")
+		return m, refusal.New(refusal.InvalidName, "key must follow the name rules")
 	}
 	return m, nil
 }
@@ -74,12 +63,12 @@ func ParseNames(r *http.Request) (Meta, *Error) {
 // replayer could choose) is refused. Otherwise an Idempotency-Key wins
 // and is scoped to the topic; a webhook-id alone is scoped to the tenant,
 // so that one delivery can never append to two topics.
-func ParseOptions(r *http.Request, m *Meta, signed bool) *Error {
+func ParseOptions(r *http.Request, m *Meta, signed bool) *refusal.Error {
 	m.Op = r.URL.Query().Get("op")
 	idem, webhookID := r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id")
 	switch {
 	case signed && idem != "" && idem != webhookID:
-		return refuse(http.StatusBadRequest, "invalid_idempotency_key",
+		return refusal.New(refusal.InvalidIdempotencyKey,
 			"a request signed as a webhook is idempotent by its webhook-id; an Idempotency-Key must equal it or be left out")
 	case signed || idem == "":
 		m.IdemKey, m.TenantWideKey = webhookID, webhookID != ""
@@ -88,15 +77,15 @@ func ParseOptions(r *http.Request, m *Meta, signed bool) *Error {
 	}
 	switch {
 	case m.Key == "" && m.Op != "":
-		return refuse(http.StatusBadRequest, "invalid_op", "op needs a key")
+		return refusal.New(refusal.InvalidOp, "op needs a key")
 	case m.Key == "":
 	case m.Op == "":
 		m.Op = event.OpUpsert
 	case m.Op != event.OpUpsert && m.Op != event.OpDelete:
-		return refuse(http.StatusBadRequest, "invalid_op", "op must be upsert or delete")
+		return refusal.New(refusal.InvalidOp, "op must be upsert or delete")
 	}
 	if len(m.IdemKey) > MaxIdempotencyKey || !printable(m.IdemKey) {
-		return refuse(http.StatusBadRequest, "invalid_idempotency_key",
+		return refusal.New(refusal.InvalidIdempotencyKey,
 			"idempotency key must be at most %d printable ASCII characters", MaxIdempotencyKey)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -107,18 +96,19 @@ func ParseOptions(r *http.Request, m *Meta, signed bool) *Error {
 	return nil
 }
 
-// ReadBody reads at most maxBody bytes of the request body; more is 413.
-func ReadBody(r *http.Request, maxBody int64) ([]byte, *Error) {
+// ReadBody reads at most maxBody bytes of the request body; more is
+// too_large.
+func ReadBody(r *http.Request, maxBody int64) ([]byte, *refusal.Error) {
 	if r.ContentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, refuse(http.StatusBadRequest, "invalid_body", "the body did not arrive in time")
+		return nil, refusal.New(refusal.InvalidBody, "the body did not arrive in time")
 	case err != nil:
 		// The error names the server's own socket; the client needs none of it.
-		return nil, refuse(http.StatusBadRequest, "invalid_body", "the body could not be read")
+		return nil, refusal.New(refusal.InvalidBody, "the body could not be read")
 	}
 	if int64(len(body)) > maxBody {
 		return nil, tooLarge(maxBody)
@@ -126,12 +116,12 @@ func ReadBody(r *http.Request, maxBody int64) ([]byte, *Error) {
 	return body, nil
 }
 
-func tooLarge(maxBody int64) *Error {
-	return refuse(http.StatusRequestEntityTooLarge, "too_large", "the body is over %d bytes", maxBody)
+func tooLarge(maxBody int64) *refusal.Error {
+	return refusal.New(refusal.TooLarge, "the body is over %d bytes", maxBody)
 }
 
 // Build makes the append for tenant/topic from the request's meta and body.
-func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *Error) {
+func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *refusal.Error) {
 	datas, perr := parseBody(m, body)
 	if perr != nil {
 		return nil, perr
@@ -149,14 +139,14 @@ func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *Error) 
 
 var null = json.RawMessage("null")
 
-func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
+func parseBody(m Meta, body []byte) ([]json.RawMessage, *refusal.Error) {
 	if !m.Batch {
 		if m.Op == event.OpDelete {
 			return []json.RawMessage{null}, nil
 		}
 		d, err := compact(body)
 		if err != nil {
-			return nil, refuse(http.StatusBadRequest, "invalid_json", "the body is not one JSON value: %v", err)
+			return nil, refusal.New(refusal.InvalidJSON, "the body is not one JSON value: %v", err)
 		}
 		return []json.RawMessage{d}, nil
 	}
@@ -174,12 +164,12 @@ func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 			continue
 		}
 		if len(lines) == MaxBatch {
-			return nil, refuse(http.StatusRequestEntityTooLarge, "too_large", "a batch holds at most %d events", MaxBatch)
+			return nil, refusal.New(refusal.TooLarge, "a batch holds at most %d events", MaxBatch)
 		}
 		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
-		return nil, refuse(http.StatusBadRequest, "invalid_json", "the batch has no event")
+		return nil, refusal.New(refusal.InvalidJSON, "the batch has no event")
 	}
 	out := make([]json.RawMessage, len(lines))
 	for i, line := range lines {
@@ -189,7 +179,7 @@ func parseBody(m Meta, body []byte) ([]json.RawMessage, *Error) {
 		}
 		d, err := compact(line)
 		if err != nil {
-			return nil, refuse(http.StatusBadRequest, "invalid_json", "event %d of the batch is not one JSON value: %v", i+1, err)
+			return nil, refusal.New(refusal.InvalidJSON, "event %d of the batch is not one JSON value: %v", i+1, err)
 		}
 		out[i] = d
 	}

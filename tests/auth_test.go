@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"edgehub/client"
+	"edgehub/refusal"
 	"edgehub/sse"
 )
 
@@ -60,7 +61,7 @@ func TestProductionModeEndToEnd(t *testing.T) {
 	}
 }
 
-func isAPIError(err error, status int, code string) bool {
+func isAPIError(err error, status int, code refusal.Code) bool {
 	ae, ok := err.(*client.APIError)
 	return ok && ae.Status == status && ae.Code == code
 }
