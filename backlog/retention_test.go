@@ -62,7 +62,7 @@ func TestTrimByCountThenPurge(t *testing.T) {
 		t.Fatalf("purge deleted %d: %v", deleted, err)
 	}
 	var rows int
-	l.read.QueryRow(`SELECT count(*) FROM events`).Scan(&rows) //nolint:errcheck // checked by value
+	l.read.QueryRow(`SELECT count(*) FROM events`).Scan(&rows)
 	if rows != 100 {
 		t.Fatalf("%d rows left, want 100", rows)
 	}
@@ -77,9 +77,9 @@ func TestTrimByAge(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
-	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "old", Events: events(5)}, {Tenant: "a", Topic: "mixed", Events: events(3)}}) //nolint:errcheck // checked by reads
+	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "old", Events: events(5)}, {Tenant: "a", Topic: "mixed", Events: events(3)}})
 	now = now.Add(time.Hour)
-	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "mixed", Events: events(2)}}) //nolint:errcheck // checked by reads
+	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "mixed", Events: events(2)}})
 	now = now.Add(30 * time.Minute)
 	if n, err := l.TrimByAge(ctx, time.Hour); err != nil || n != 2 {
 		t.Fatalf("trimmed %d topics: %v", n, err)
@@ -103,7 +103,7 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 	req := func() []*Append {
 		return []*Append{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte("h")}}
 	}
-	l.AppendBatch(ctx, req()) //nolint:errcheck // checked below
+	l.AppendBatch(ctx, req())
 	now = now.Add(23 * time.Hour)
 	if n, _ := l.ExpireKeys(ctx, 24*time.Hour); n != 0 {
 		t.Fatalf("expired %d keys before their time", n)

@@ -49,7 +49,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	}
 	for rows.Next() {
 		var id int64
-		rows.Scan(&id) //nolint:errcheck // checked by len below
+		rows.Scan(&id)
 		ids = append(ids, id)
 	}
 	rows.Close()

@@ -117,7 +117,7 @@ func (c *Client) publishOnce(ctx context.Context, tenant, topic string, body []b
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s/%s: %w", tenant, topic, err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("read publish answer: %w", err)
@@ -213,7 +213,7 @@ func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions
 			case f.Event == "snapshot":
 				needSnapshot = false
 				lastID = f.ID
-			case f.IDSet && !(needSnapshot && f.Event == "hello"):
+			case f.IDSet && (!needSnapshot || f.Event != "hello"):
 				lastID = f.ID
 			}
 			if f.Event != "hello" {
@@ -277,7 +277,7 @@ func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOpt
 	if err != nil {
 		return fmt.Errorf("watch %s/%s: %w", tenant, topic, err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return decodeError(resp, b)

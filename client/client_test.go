@@ -33,7 +33,7 @@ func TestWatchResumesFromHelloPositionBeforeAnyEvent(t *testing.T) {
 	defer func() {
 		ts.CloseClientConnections()
 		ts.Close()
-		srv.Shutdown(context.Background()) //nolint:errcheck // teardown
+		srv.Shutdown(context.Background())
 	}()
 	c := &client.Client{Server: ts.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -82,7 +82,7 @@ func newServer(t *testing.T, edit func(*server.Config)) *httptest.Server {
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()
-		srv.Shutdown(context.Background()) //nolint:errcheck // teardown
+		srv.Shutdown(context.Background())
 	})
 	return ts
 }
@@ -192,7 +192,7 @@ func TestWatchRetriesAStreamCapRefusal(t *testing.T) {
 	c := &client.Client{Server: ts.URL}
 	holderCtx, release := context.WithCancel(ctx)
 	holding := make(chan struct{})
-	go c.Watch(holderCtx, "t", "w", client.WatchOptions{}, func(f sse.Frame) error { //nolint:errcheck // ended by release
+	go c.Watch(holderCtx, "t", "w", client.WatchOptions{}, func(f sse.Frame) error {
 		close(holding)
 		<-holderCtx.Done()
 		return nil

@@ -24,7 +24,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	if len(s.cfg.CORSOrigins) == 0 {
 		return next
 	}
-	any := slices.Contains(s.cfg.CORSOrigins, "*")
+	anyOrigin := slices.Contains(s.cfg.CORSOrigins, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, adminPrefix) {
 			next.ServeHTTP(w, r)
@@ -33,12 +33,12 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
-		if origin == "" || !(any || slices.Contains(s.cfg.CORSOrigins, origin)) {
+		if origin == "" || (!anyOrigin && !slices.Contains(s.cfg.CORSOrigins, origin)) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		allow := origin
-		if any {
+		if anyOrigin {
 			allow = "*"
 		}
 		h.Set("Access-Control-Allow-Origin", allow)

@@ -1,11 +1,11 @@
 package httpapi
 
 import (
-	"edgehub/auth"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"edgehub/auth"
 	"edgehub/backlog"
 	"edgehub/event"
 	"edgehub/refusal"

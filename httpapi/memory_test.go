@@ -41,7 +41,7 @@ func startTightServer(t *testing.T, tweak func(*server.Config)) string {
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()
-		srv.Shutdown(context.Background()) //nolint:errcheck // test teardown
+		srv.Shutdown(context.Background())
 	})
 	return ts.URL
 }
@@ -51,7 +51,7 @@ type tightListener struct{ net.Listener }
 func (l tightListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetWriteBuffer(8 << 10) //nolint:errcheck // best effort
+		tc.SetWriteBuffer(8 << 10)
 	}
 	return c, err
 }
@@ -89,7 +89,7 @@ func openStalled(t *testing.T, base, path string) *stalled {
 	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) //nolint:errcheck // best effort
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
 		})
 	}}
 	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -198,7 +198,6 @@ func TestLiveStreamsDoNotKeepABurstsBuffer(t *testing.T) {
 		t.Fatalf("publish batch: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	body = ""
 	for i := 0; i < streams; i++ {
 		if err := <-done; err != nil {
 			t.Fatalf("a stream ended before the batch's last event: %v", err)
@@ -345,7 +344,7 @@ func TestWriteDeadlineEndsAStalledReadAnswer(t *testing.T) {
 	})
 	// The server gave up on the answer: after what was queued, the
 	// connection ends without the rest of it.
-	a.conn.SetReadDeadline(time.Now().Add(wait)) //nolint:errcheck // a hang guard
+	a.conn.SetReadDeadline(time.Now().Add(wait))
 	got, _ := io.ReadAll(a.conn)
 	if len(got) >= 1<<20 {
 		t.Fatalf("the stalled client got %d bytes, the whole answer", len(got))

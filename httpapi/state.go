@@ -1,8 +1,9 @@
 package httpapi
 
 import (
-	"edgehub/auth"
 	"net/http"
+
+	"edgehub/auth"
 )
 
 // state answers the topic's state and the sequence it folds. Its bytes are

@@ -44,7 +44,7 @@ func startServerLogged(t *testing.T, logger *slog.Logger, hooks server.Hooks, tw
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()
-		srv.Shutdown(context.Background()) //nolint:errcheck // test teardown
+		srv.Shutdown(context.Background())
 	})
 	return srv, ts.URL
 }

@@ -26,7 +26,7 @@ func TestOneServerPerDataDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if second, err := open(t, dir, true); err == nil {
-		second.Shutdown(context.Background()) //nolint:errcheck // the test has failed already
+		second.Shutdown(context.Background())
 		t.Fatal("a second server opened a data directory in use")
 	} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("error %q does not name the directory in use", err)
@@ -38,7 +38,7 @@ func TestOneServerPerDataDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the first stopped: %v", err)
 	}
-	again.Shutdown(context.Background()) //nolint:errcheck // teardown
+	again.Shutdown(context.Background())
 }
 
 // A data directory remembers the mode that first served it: dev-mode data
@@ -55,7 +55,7 @@ func TestDataDirectoryKeepsItsMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		if s, err := open(t, dir, !first); err == nil {
-			s.Shutdown(context.Background()) //nolint:errcheck // the test has failed already
+			s.Shutdown(context.Background())
 			t.Fatalf("a directory first served with dev=%v opened with dev=%v", first, !first)
 		} else if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "-mode data") {
 			t.Errorf("error %q does not name the directory and its mode", err)
@@ -64,6 +64,6 @@ func TestDataDirectoryKeepsItsMode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reopen in its own mode: %v", err)
 		}
-		s.Shutdown(context.Background()) //nolint:errcheck // teardown
+		s.Shutdown(context.Background())
 	}
 }

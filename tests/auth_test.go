@@ -32,7 +32,7 @@ func TestProductionModeEndToEnd(t *testing.T) {
 	}
 	resp := adminCall("POST", "acme/tokens", `{"publish":["orders"],"subscribe":["orders"],"ttl":"10m"}`)
 	var tok struct{ Token string }
-	json.NewDecoder(resp.Body).Decode(&tok) //nolint:errcheck // checked by use
+	json.NewDecoder(resp.Body).Decode(&tok)
 	resp.Body.Close()
 
 	anon := &client.Client{Server: p.base}

@@ -228,7 +228,7 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 			r.kills++
 		} else {
 			restart.Signal = "SIGTERM"
-			p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by its exit
+			p.cmd.Process.Signal(syscall.SIGTERM)
 			<-p.exited
 			r.terms++
 		}

@@ -44,7 +44,7 @@ func TestKill9WhilePublishingLosesNoAnsweredEvent(t *testing.T) {
 					}
 				}
 				var a struct{ Seq int64 }
-				json.Unmarshal(ans, &a) //nolint:errcheck // a zero seq fails below
+				json.Unmarshal(ans, &a)
 				mu.Lock()
 				answered[a.Seq] = body
 				n := len(answered)
@@ -95,7 +95,7 @@ func TestSigtermEndsStreamsCleanlyAndExitsZero(t *testing.T) {
 	if e := s.event(t); e.Seq != seq {
 		t.Fatalf("got %d", e.Seq)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	<-p.exited
 	if p.err != nil {
 		t.Fatalf("exit after SIGTERM: %v", p.err)
@@ -140,7 +140,7 @@ func TestSigtermWithAStalledWatcherExitsZero(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // polling the counter until it stands still
 	}
 	began := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-time.After(wait):

@@ -108,7 +108,7 @@ func TestBacklogOfSeveralPagesIsDeliveredWholeAndJoinsLive(t *testing.T) {
 	for want := int64(1); want <= n; want++ {
 		e := s.event(t)
 		var d struct{ I int64 }
-		json.Unmarshal(e.Data, &d) //nolint:errcheck // checked by value
+		json.Unmarshal(e.Data, &d)
 		if e.Seq != want || d.I != want-1 {
 			t.Fatalf("got seq %d (i %d), want %d", e.Seq, d.I, want)
 		}
@@ -145,7 +145,7 @@ func TestLastEventIDBeatsAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 		var e struct{ Error struct{ Code string } }
-		json.NewDecoder(resp.Body).Decode(&e) //nolint:errcheck // checked by value
+		json.NewDecoder(resp.Body).Decode(&e)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || e.Error.Code != "invalid_position" {
 			t.Errorf("%q / %q: %d %q", bad.query, bad.lastID, resp.StatusCode, e.Error.Code)
@@ -181,7 +181,7 @@ func TestConcurrentPublishesWithOneKeyMakeOneEvent(t *testing.T) {
 					Seq       int64
 					Duplicate bool
 				}
-				json.NewDecoder(resp.Body).Decode(&a) //nolint:errcheck // checked by value
+				json.NewDecoder(resp.Body).Decode(&a)
 				answers <- answer{resp.StatusCode, a.Seq, a.Duplicate}
 			}()
 		}

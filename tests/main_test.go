@@ -118,7 +118,7 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		p.cmd.Process.Kill() //nolint:errcheck // may have exited
+		p.cmd.Process.Kill()
 		<-p.exited
 		if t.Failed() {
 			t.Logf("server log:\n%s", p.logText())
@@ -142,7 +142,7 @@ func (p *proc) logText() string {
 }
 
 func (p *proc) kill9() {
-	p.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // checked by exited
+	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 }
 
@@ -328,7 +328,7 @@ func (s *stream) event(t *testing.T) envelope {
 func smallBufferDialer(size int) *net.Dialer {
 	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, size) //nolint:errcheck // best effort
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, size)
 		})
 	}}
 }

@@ -52,7 +52,7 @@ func TestStalledReaderCatchesUpWithoutGapAndBlocksNoOne(t *testing.T) {
 	}
 	t.Logf("published %d events while one watcher was stalled, in %v", total, time.Since(began))
 
-	conn.SetReadDeadline(time.Now().Add(wait)) //nolint:errcheck // a hang guard
+	conn.SetReadDeadline(time.Now().Add(wait))
 	d := sse.NewDecoder(resp.Body)
 	bytesRead := 0
 	for want := int64(0); want <= total; want++ {

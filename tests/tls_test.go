@@ -75,7 +75,7 @@ func TestTLSServesHTTP2Streams(t *testing.T) {
 	opened := make(chan string, streams)
 	for i := 0; i < streams; i++ {
 		go func() {
-			c.Watch(ctx, "acme", "tls", client.WatchOptions{}, func(f sse.Frame) error { //nolint:errcheck // ended by the test
+			c.Watch(ctx, "acme", "tls", client.WatchOptions{}, func(f sse.Frame) error {
 				if f.Event == "hello" {
 					opened <- f.ID
 					return nil

@@ -330,7 +330,7 @@ func (l *load) state(n int) error {
 			return err
 		}
 		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
 		if err != nil {
 			return err
 		}
@@ -430,7 +430,7 @@ func (l *load) metric(name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // a failed read shows as a missing series
 	b, _ := io.ReadAll(resp.Body)
 	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
