@@ -23,6 +23,7 @@ import (
 	"edgehub/httpapi"
 	"edgehub/hub"
 	"edgehub/limits"
+	"edgehub/loopback"
 	"edgehub/metrics"
 )
 
@@ -312,11 +313,8 @@ func checkLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("bad --addr %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
+	if !loopback.Host(host) {
+		return fmt.Errorf("--dev needs no credentials, so it only listens on a loopback address, not %q", addr)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--dev needs no credentials, so it only listens on a loopback address, not %q", addr)
+	return nil
 }
