@@ -22,25 +22,26 @@ import (
 	"edgehub/refusal"
 )
 
-// Config is the HTTP side of the command line.
+// Config is the HTTP side of the command line. Its tags are flags of
+// edgehub serve (server.Config embeds it), with their EDGEHUB_ variables
+// and defaults.
 type Config struct {
-	Dev          bool
-	MaxBody      int64
-	Retry        time.Duration
-	Heartbeat    time.Duration
-	WriteTimeout time.Duration
-	// StreamBuffer is how many bytes of frames a live stream may have
-	// queued before the hub sends it back to read from the backlog.
+	Dev bool `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
 	// AdminKey is the bearer key of the admin API; empty turns it off.
-	AdminKey string
+	AdminKey string `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API (prefer the environment or --admin-key-file: the command line is visible to every local user)."`
 	// MaxTokenTTL caps the lifetime of minted tokens and refuses tokens
 	// whose exp lies further ahead (0: no cap).
-	MaxTokenTTL time.Duration
-	// UnsignedBodyTimeout is how long a body read to check its webhook
-	// signature (so from a client not yet authenticated) may take.
-	UnsignedBodyTimeout time.Duration
+	MaxTokenTTL  time.Duration `name:"max-token-ttl" default:"24h" env:"EDGEHUB_MAX_TOKEN_TTL" help:"Longest lifetime of a token, minted or self-signed (0: no cap)."`
+	Heartbeat    time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
+	Retry        time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
+	MaxBody      int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
+	WriteTimeout time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
 	// CORSOrigins may use the API from a browser ("*": any origin).
-	CORSOrigins []string
+	CORSOrigins []string `name:"cors-origins" env:"EDGEHUB_CORS_ORIGINS" help:"Origins whose pages may use the API (comma-separated; * for any)."`
+	// UnsignedBodyTimeout is how long a body read to check its webhook
+	// signature (so from a client not yet authenticated) may take. It is
+	// no flag of its own: the server sets it to --header-timeout.
+	UnsignedBodyTimeout time.Duration `kong:"-"`
 }
 
 // Tenants is the tenant store of the admin API and of credential checks.

@@ -12,12 +12,14 @@ import (
 	"edgehub/refusal"
 )
 
-// Config holds the limits; zero disables one.
+// Config holds the limits; zero disables one. Its tags are flags of
+// edgehub serve (server.Config embeds it), with their EDGEHUB_ variables
+// and defaults.
 type Config struct {
-	MaxStreams       int     // open streams in all
-	MaxTenantStreams int     // open streams of one tenant
-	PublishRate      float64 // publish requests per second per tenant
-	PublishBurst     int
+	MaxStreams       int     `default:"10000" env:"EDGEHUB_MAX_STREAMS" help:"Open streams in all; more are 429."`
+	MaxTenantStreams int     `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
+	PublishRate      float64 `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
+	PublishBurst     int     `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
 }
 
 // Limits counts what is open and what was spent.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"edgehub/actors"
@@ -22,68 +23,83 @@ import (
 	"edgehub/httpapi"
 	"edgehub/hub"
 	"edgehub/limits"
+	"edgehub/loopback"
 	"edgehub/metrics"
 )
 
-// Config is everything serve takes from the command line.
+// Config is everything serve takes from the command line but the admin
+// key's file and the log level, which main resolves. Its tags, and those of
+// the parts' configs it embeds, are the flags of edgehub serve with their
+// EDGEHUB_ variables, help texts and defaults: main binds the command line
+// to a Config, and Defaults reads the same tags, so each default is written
+// once.
 type Config struct {
-	Addr            string
-	Data            string
-	Dev             bool
-	AdminKey        string
-	RetentionEvents int64
-	RetentionAge    time.Duration
-	Heartbeat       time.Duration
-	Retry           time.Duration
-	MaxBody         int64
-	WriteTimeout    time.Duration
-	StreamBuffer    int
-	// IdleAfter is how long a topic's hub stays up with nothing to do.
-	IdleAfter time.Duration
-	// PageSize is how many events a catching-up stream reads at a time
-	// (default 1000); tests make it small to hold a stream between pages.
-	PageSize int
+	Addr string `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
+	Data string `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
 
-	CORSOrigins      []string
-	MaxStreams       int
-	MaxTenantStreams int
-	PublishRate      float64
-	PublishBurst     int
-	HeaderTimeout    time.Duration
-	IdleTimeout      time.Duration
-	MaxHeaderBytes   int
-	// MaxTokenTTL caps token lifetimes, minted or self-signed.
-	MaxTokenTTL time.Duration
+	// HTTP is the routes' side: dev mode, the admin key, token lifetimes,
+	// stream timing, body size and CORS.
+	HTTP `embed:""`
+
 	// MaxPublishBytes bounds the publish bodies in flight, server-wide.
-	MaxPublishBytes int64
+	MaxPublishBytes int64 `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
 	// Quotas: a tenant's stored bytes and topics, a topic's state bytes.
-	MaxTenantBytes  int64
-	MaxTenantTopics int64
-	MaxStateBytes   int64
+	MaxTenantBytes  int64         `default:"10737418240" env:"EDGEHUB_MAX_TENANT_BYTES" help:"Bytes of events and state a tenant may store; more are 429 quota_exceeded (0: no cap)."`
+	MaxTenantTopics int64         `default:"100000" env:"EDGEHUB_MAX_TENANT_TOPICS" help:"Topics a tenant may have; more are 429 quota_exceeded (0: no cap)."`
+	MaxStateBytes   int64         `default:"67108864" env:"EDGEHUB_MAX_STATE_BYTES" help:"Bytes of keys and data one topic's state may hold; more are 429 quota_exceeded (0: no cap)."`
+	RetentionEvents int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
+	RetentionAge    time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
+	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
+	// IdleAfter is how long a topic's hub stays up with nothing to do.
+	IdleAfter time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
+	// PageSize is hub.Options.PageSize (0: the hub's default); it is no
+	// flag, and tests make it small to hold a stream between pages.
+	PageSize int `kong:"-"`
+
+	// Limits caps open streams and the publish rate.
+	Limits `embed:""`
+
+	HeaderTimeout  time.Duration `default:"10s" env:"EDGEHUB_HEADER_TIMEOUT" help:"Time a client has to send its request headers."`
+	IdleTimeout    time.Duration `default:"2m" env:"EDGEHUB_IDLE_TIMEOUT" help:"Time an idle keep-alive connection stays open."`
+	MaxHeaderBytes int           `default:"65536" env:"EDGEHUB_MAX_HEADER_BYTES" help:"Largest request header block."`
 	// MaxReadBytes bounds the bytes of read answers held at once, across
 	// the server (0: no bound); a read past it is 429 overloaded and a
 	// catching-up stream waits.
-	MaxReadBytes int64
+	MaxReadBytes int64 `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages) held at once; more are 429 or wait. 0: no bound."`
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
-	TLSCert, TLSKey string
+	TLSCert string `name:"tls-cert" env:"EDGEHUB_TLS_CERT" help:"PEM certificate file: serve HTTPS and HTTP/2 (with --tls-key)."`
+	TLSKey  string `name:"tls-key" env:"EDGEHUB_TLS_KEY" help:"PEM private key file of --tls-cert."`
 }
 
-// Defaults are the command line's defaults, for callers that build a Config
-// by hand.
+// HTTP and Limits name the parts' configs inside Config: both types are
+// called Config, and Config embeds them so that their fields read as its
+// own (cfg.AdminKey, cfg.MaxStreams) while New hands each part its whole
+// struct (cfg.HTTP, cfg.Limits).
+type (
+	HTTP   = httpapi.Config
+	Limits = limits.Config
+)
+
+// Defaults is the Config of an empty command line, read from Config's
+// default tags (the environment plays no part), for callers that build a
+// Config by hand.
 func Defaults() Config {
-	return Config{
-		Addr: "127.0.0.1:8080", Data: "./edgehub-data",
-		RetentionEvents: 1_000_000, RetentionAge: 168 * time.Hour,
-		Heartbeat: 15 * time.Second, Retry: 2 * time.Second, MaxBody: 1 << 20,
-		WriteTimeout: time.Minute, StreamBuffer: 1 << 20, IdleAfter: 30 * time.Second,
-		MaxStreams: 10000, MaxTenantStreams: 1000, PublishRate: 5000, PublishBurst: 10000,
-		HeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-		MaxTokenTTL: 24 * time.Hour, MaxPublishBytes: 128 << 20,
-		MaxTenantBytes: 10 << 30, MaxTenantTopics: 100_000, MaxStateBytes: 64 << 20,
-		MaxReadBytes: 256 << 20,
+	var cfg Config
+	k, err := kong.New(&cfg)
+	if err != nil {
+		panic(fmt.Sprintf("server.Config's flag tags: %v", err))
 	}
+	for _, f := range k.Model.Flags {
+		if !f.HasDefault {
+			continue
+		}
+		if err := f.Parse(kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: f.Default}), f.Target); err != nil {
+			panic(fmt.Sprintf("server.Config's default of --%s: %v", f.Name, err))
+		}
+	}
+	return cfg
 }
 
 // minAdminKey is the shortest admin key given without a warning: the
@@ -193,17 +209,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		lock.Close()
 		return nil, err
 	}
-	s.api = httpapi.New(httpapi.Config{
-		Dev: cfg.Dev, MaxBody: cfg.MaxBody, Retry: cfg.Retry, Heartbeat: cfg.Heartbeat,
-		WriteTimeout: cfg.WriteTimeout,
-		AdminKey:     cfg.AdminKey, CORSOrigins: cfg.CORSOrigins, MaxTokenTTL: cfg.MaxTokenTTL,
-		UnsignedBodyTimeout: cfg.HeaderTimeout,
-	}, httpapi.Deps{
+	api := cfg.HTTP
+	api.UnsignedBodyTimeout = cfg.HeaderTimeout
+	s.api = httpapi.New(api, httpapi.Deps{
 		PublishBodies:  limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
 		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
 		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
-		Limits: limits.New(limits.Config{MaxStreams: cfg.MaxStreams, MaxTenantStreams: cfg.MaxTenantStreams,
-			PublishRate: cfg.PublishRate, PublishBurst: cfg.PublishBurst}),
+		Limits:     limits.New(cfg.Limits),
 		Ready:      s.ready.Load,
 		ReadBudget: readBudget,
 	}, hooks.HTTP)
@@ -301,11 +313,8 @@ func checkLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("bad --addr %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return nil
+	if !loopback.Host(host) {
+		return fmt.Errorf("--dev needs no credentials, so it only listens on a loopback address, not %q", addr)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--dev needs no credentials, so it only listens on a loopback address, not %q", addr)
+	return nil
 }

@@ -30,37 +30,13 @@ type cli struct {
 	Watch   watchCmd   `cmd:"" help:"Watch a topic and print its events as they come."`
 }
 
+// serveCmd is server.Config, whose tags make most of serve's flags, plus
+// the two that main resolves itself.
 type serveCmd struct {
-	Addr             string        `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
-	Data             string        `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
-	Dev              bool          `env:"EDGEHUB_DEV" help:"No credentials; every tenant exists; loopback only."`
-	AdminKey         string        `env:"EDGEHUB_ADMIN_KEY" help:"Bearer key of the admin API (prefer the environment or --admin-key-file: the command line is visible to every local user)."`
-	AdminKeyFile     string        `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
-	MaxTokenTTL      time.Duration `name:"max-token-ttl" default:"24h" env:"EDGEHUB_MAX_TOKEN_TTL" help:"Longest lifetime of a token, minted or self-signed (0: no cap)."`
-	MaxPublishBytes  int64         `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
-	MaxTenantBytes   int64         `default:"10737418240" env:"EDGEHUB_MAX_TENANT_BYTES" help:"Bytes of events and state a tenant may store; more are 429 quota_exceeded (0: no cap)."`
-	MaxTenantTopics  int64         `default:"100000" env:"EDGEHUB_MAX_TENANT_TOPICS" help:"Topics a tenant may have; more are 429 quota_exceeded (0: no cap)."`
-	MaxStateBytes    int64         `default:"67108864" env:"EDGEHUB_MAX_STATE_BYTES" help:"Bytes of keys and data one topic's state may hold; more are 429 quota_exceeded (0: no cap)."`
-	RetentionEvents  int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
-	RetentionAge     time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
-	Heartbeat        time.Duration `default:"15s" env:"EDGEHUB_HEARTBEAT" help:"Silence after which a stream gets a ping comment."`
-	Retry            time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
-	MaxBody          int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
-	WriteTimeout     time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
-	StreamBuffer     int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
-	IdleAfter        time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
-	LogLevel         slog.Level    `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
-	CORSOrigins      []string      `name:"cors-origins" env:"EDGEHUB_CORS_ORIGINS" help:"Origins whose pages may use the API (comma-separated; * for any)."`
-	MaxStreams       int           `default:"10000" env:"EDGEHUB_MAX_STREAMS" help:"Open streams in all; more are 429."`
-	MaxTenantStreams int           `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
-	PublishRate      float64       `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
-	PublishBurst     int           `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
-	HeaderTimeout    time.Duration `default:"10s" env:"EDGEHUB_HEADER_TIMEOUT" help:"Time a client has to send its request headers."`
-	IdleTimeout      time.Duration `default:"2m" env:"EDGEHUB_IDLE_TIMEOUT" help:"Time an idle keep-alive connection stays open."`
-	MaxHeaderBytes   int           `default:"65536" env:"EDGEHUB_MAX_HEADER_BYTES" help:"Largest request header block."`
-	MaxReadBytes     int64         `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages) held at once; more are 429 or wait. 0: no bound."`
-	TLSCert          string        `name:"tls-cert" env:"EDGEHUB_TLS_CERT" help:"PEM certificate file: serve HTTPS and HTTP/2 (with --tls-key)."`
-	TLSKey           string        `name:"tls-key" env:"EDGEHUB_TLS_KEY" help:"PEM private key file of --tls-cert."`
+	server.Config `embed:""`
+
+	AdminKeyFile string     `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
+	LogLevel     slog.Level `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
 }
 
 type conn struct {
@@ -162,19 +138,8 @@ func (s *serveCmd) Run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cfg := server.Config{
-		Addr: s.Addr, Data: s.Data, Dev: s.Dev, AdminKey: adminKey,
-		RetentionEvents: s.RetentionEvents, RetentionAge: s.RetentionAge,
-		Heartbeat: s.Heartbeat, Retry: s.Retry, MaxBody: s.MaxBody,
-		WriteTimeout: s.WriteTimeout, StreamBuffer: s.StreamBuffer, IdleAfter: s.IdleAfter,
-		CORSOrigins: s.CORSOrigins, MaxStreams: s.MaxStreams, MaxTenantStreams: s.MaxTenantStreams,
-		PublishRate: s.PublishRate, PublishBurst: s.PublishBurst,
-		HeaderTimeout: s.HeaderTimeout, IdleTimeout: s.IdleTimeout, MaxHeaderBytes: s.MaxHeaderBytes,
-		TLSCert: s.TLSCert, TLSKey: s.TLSKey,
-		MaxTokenTTL: s.MaxTokenTTL, MaxPublishBytes: s.MaxPublishBytes,
-		MaxTenantBytes: s.MaxTenantBytes, MaxTenantTopics: s.MaxTenantTopics, MaxStateBytes: s.MaxStateBytes,
-		MaxReadBytes: s.MaxReadBytes,
-	}
+	cfg := s.Config
+	cfg.AdminKey = adminKey
 	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
 	if err != nil {
 		return err

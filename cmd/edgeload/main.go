@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/loopback"
 	"edgehub/sse"
 )
 
@@ -84,19 +84,16 @@ func main() {
 	}
 }
 
+// checkLoopback refuses a --server that is not on this machine.
 func checkLoopback(server string) error {
 	u, err := url.Parse(server)
 	if err != nil {
 		return fmt.Errorf("bad --server: %w", err)
 	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return nil
+	if !loopback.Host(u.Hostname()) {
+		return fmt.Errorf("--server %s is not a loopback address", server)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--server %s is not a loopback address", server)
+	return nil
 }
 
 type load struct {
