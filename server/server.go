@@ -171,13 +171,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	}
 	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger)
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return nil, errors.Join(err, lock.Close())
 	}
 	if err := claimMode(ctx, log, cfg); err != nil {
-		log.Close()
-		lock.Close()
-		return nil, err
+		return nil, errors.Join(err, log.Close(), lock.Close())
 	}
 	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
@@ -205,9 +202,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	})
 	if err != nil {
 		s.committer.Close()
-		log.Close()
-		lock.Close()
-		return nil, err
+		return nil, errors.Join(err, log.Close(), lock.Close())
 	}
 	api := cfg.HTTP
 	api.UnsignedBodyTimeout = cfg.HeaderTimeout

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -240,7 +241,7 @@ func (w *watchCmd) Run() error {
 	err = w.client().Watch(ctx, tenant, topic, o, func(f sse.Frame) error {
 		return w.print(out, f)
 	})
-	out.Flush()
+	err = errors.Join(err, out.Flush())
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -255,18 +256,20 @@ func (w *watchCmd) print(out *bufio.Writer, f sse.Frame) error {
 	case "gap":
 		fmt.Fprintln(os.Stderr, "gap: events removed by retention:", f.Data)
 		return nil
-	case "snapshot":
-		if w.JSON {
-			fmt.Fprintf(out, "{\"snapshot\":%s}\n", f.Data)
-		} else {
-			fmt.Fprintf(out, "snapshot %s\n", f.Data)
-		}
+	}
+	var line string
+	switch {
+	case f.Event == "snapshot" && w.JSON:
+		line = fmt.Sprintf("{\"snapshot\":%s}\n", f.Data)
+	case f.Event == "snapshot":
+		line = fmt.Sprintf("snapshot %s\n", f.Data)
+	case w.JSON:
+		line = f.Data + "\n"
 	default:
-		if w.JSON {
-			fmt.Fprintln(out, f.Data)
-		} else {
-			fmt.Fprintf(out, "%s %s %s\n", f.ID, f.Event, f.Data)
-		}
+		line = fmt.Sprintf("%s %s %s\n", f.ID, f.Event, f.Data)
+	}
+	if _, err := out.WriteString(line); err != nil {
+		return fmt.Errorf("write to stdout: %w", err)
 	}
 	return out.Flush()
 }
