@@ -11,10 +11,10 @@ import (
 // fsync) with no grouping.
 func BenchmarkAppendOneEventPerCommit(b *testing.B) {
 	l := openTest(b)
-	req := []*Append{{Tenant: "a", Topic: "x", Events: events(1)}}
+	req := []*Publish{{Tenant: "a", Topic: "x", Events: events(1)}}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := l.AppendBatch(b.Context(), req); err != nil {
+		if _, err := l.CommitBatch(b.Context(), req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -32,7 +32,7 @@ func BenchmarkCommitterConcurrentSingles(b *testing.B) {
 		var wg sync.WaitGroup
 		for pb.Next() {
 			wg.Add(1)
-			c.Submit(&Append{Tenant: "a", Topic: "x", Events: events(1)}, func(_ Result, err error) {
+			c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, func(_ Result, err error) {
 				if err != nil {
 					b.Error(err)
 				}
@@ -46,7 +46,7 @@ func BenchmarkCommitterConcurrentSingles(b *testing.B) {
 // Reading pages of 1000 events, as a catching-up stream does.
 func BenchmarkReadPage(b *testing.B) {
 	l := openTest(b)
-	if _, err := l.AppendBatch(b.Context(), []*Append{{Tenant: "a", Topic: "x", Events: events(10000)}}); err != nil {
+	if _, err := l.CommitBatch(b.Context(), []*Publish{{Tenant: "a", Topic: "x", Events: events(10000)}}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -66,11 +66,11 @@ func BenchmarkRetentionPassOverIdleTopics(b *testing.B) {
 	l := openTest(b)
 	ctx := b.Context()
 	for c := range 10 {
-		reqs := make([]*Append, 10000)
+		reqs := make([]*Publish, 10000)
 		for i := range reqs {
-			reqs[i] = &Append{Tenant: "a", Topic: fmt.Sprintf("t%d-%d", c, i), Events: events(1)}
+			reqs[i] = &Publish{Tenant: "a", Topic: fmt.Sprintf("t%d-%d", c, i), Events: events(1)}
 		}
-		if _, err := l.AppendBatch(ctx, reqs); err != nil {
+		if _, err := l.CommitBatch(ctx, reqs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -105,7 +105,7 @@ func BenchmarkDeleteLargeTenantWhilePublishing(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range 40 {
-			if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "big", Topic: "x", Events: events(10000)}}); err != nil {
+			if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "big", Topic: "x", Events: events(10000)}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -120,7 +120,7 @@ func BenchmarkDeleteLargeTenantWhilePublishing(b *testing.B) {
 				default:
 				}
 				start := time.Now()
-				if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "other", Topic: "x", Events: events(1)}}); err != nil {
+				if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "other", Topic: "x", Events: events(1)}}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -27,7 +27,7 @@ type Committer struct {
 }
 
 type submitted struct {
-	req  *Append
+	req  *Publish
 	done func(Result, error)
 }
 
@@ -56,10 +56,10 @@ func NewCommitter(log Log, opts CommitterOptions) *Committer {
 	return c
 }
 
-// Submit queues req; done is called from the committer's goroutine once the
-// request is committed or has failed. Submit never blocks, so an actor may
+// Commit queues req; done is called from the committer's goroutine once the
+// request is committed or has failed. Commit never blocks, so an actor may
 // call it from Receive.
-func (c *Committer) Submit(req *Append, done func(Result, error)) {
+func (c *Committer) Commit(req *Publish, done func(Result, error)) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -120,14 +120,14 @@ func (c *Committer) take() ([]submitted, bool) {
 }
 
 func (c *Committer) commit(batch []submitted) {
-	reqs := make([]*Append, len(batch))
+	reqs := make([]*Publish, len(batch))
 	events := 0
 	for i, s := range batch {
 		reqs[i] = s.req
 		events += len(s.req.Events)
 	}
 	start := time.Now()
-	results, err := c.log.AppendBatch(context.Background(), reqs)
+	results, err := c.log.CommitBatch(context.Background(), reqs)
 	if c.observe != nil && err == nil {
 		c.observe(time.Since(start), events)
 	}

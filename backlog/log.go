@@ -20,9 +20,9 @@ var ErrKeyReused = errors.New("idempotency key reused with a different request")
 // appended. It is wrapped with which one.
 var ErrQuota = errors.New("quota exceeded")
 
-// Append is one publish request: one event, or an NDJSON batch committed as
+// Publish is one publish request: one event, or an NDJSON batch committed as
 // a unit. Events carry type, key, op and data; the log assigns Seq and Time.
-type Append struct {
+type Publish struct {
 	Tenant, Topic string
 	Events        []event.Event
 	// Batch records whether the request was NDJSON, for the answer that a
@@ -44,7 +44,7 @@ type Append struct {
 	TenantWideKey bool
 }
 
-// Result is what one Append came to. A duplicate carries the original
+// Result is what one Publish came to. A duplicate carries the original
 // range and no events; Err is ErrKeyReused, ErrNoTenant, ErrQuota or nil.
 type Result struct {
 	First, Last int64
@@ -65,11 +65,11 @@ type Page struct {
 
 // Log is the durable, per-topic numbered event log.
 type Log interface {
-	// AppendBatch commits every request in one transaction, numbering each
+	// CommitBatch commits every request in one transaction, numbering each
 	// topic's events after its head inside that transaction, so a failed
 	// commit or a duplicate consumes no number. It returns one Result per
 	// request, or an error for the whole batch (nothing committed).
-	AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error)
+	CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error)
 	// Read returns up to limit events with seq > after, in order, with the
 	// head and trim point read in the same transaction. It stops before the
 	// event that would take the page's data past maxBytes, though a page

@@ -18,7 +18,7 @@ func keyed(key, op, data string) event.Event {
 func TestStateFoldsKeyedEvents(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	if _, err := l.AppendBatch(ctx, []*Append{
+	if _, err := l.CommitBatch(ctx, []*Publish{
 		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k1", event.OpUpsert, `1`), keyed("k2", event.OpUpsert, `{"v":2}`)}},
 		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k1", event.OpUpsert, `"one"`), {Type: "message", Data: json.RawMessage(`"plain"`)}}},
 		{Tenant: "a", Topic: "x", Events: []event.Event{keyed("k2", event.OpDelete, `null`), keyed("k3", event.OpUpsert, `[3]`)}},
@@ -44,7 +44,7 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 func TestTrimByCountThenPurge(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: events(12345)}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: events(12345)}}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := l.TrimByCount(ctx, 100); err != nil || n != 1 {
@@ -77,9 +77,9 @@ func TestTrimByAge(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
-	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "old", Events: events(5)}, {Tenant: "a", Topic: "mixed", Events: events(3)}})
+	l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "old", Events: events(5)}, {Tenant: "a", Topic: "mixed", Events: events(3)}})
 	now = now.Add(time.Hour)
-	l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "mixed", Events: events(2)}})
+	l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "mixed", Events: events(2)}})
 	now = now.Add(30 * time.Minute)
 	if n, err := l.TrimByAge(ctx, time.Hour); err != nil || n != 2 {
 		t.Fatalf("trimmed %d topics: %v", n, err)
@@ -100,22 +100,22 @@ func TestIdempotencyKeysExpire(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
-	req := func() []*Append {
-		return []*Append{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte("h")}}
+	req := func() []*Publish {
+		return []*Publish{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte("h")}}
 	}
-	l.AppendBatch(ctx, req())
+	l.CommitBatch(ctx, req())
 	now = now.Add(23 * time.Hour)
 	if n, _ := l.ExpireKeys(ctx, 24*time.Hour); n != 0 {
 		t.Fatalf("expired %d keys before their time", n)
 	}
-	if res, _ := l.AppendBatch(ctx, req()); !res[0].Duplicate {
+	if res, _ := l.CommitBatch(ctx, req()); !res[0].Duplicate {
 		t.Fatal("key forgotten before 24 hours")
 	}
 	now = now.Add(2 * time.Hour)
 	if n, _ := l.ExpireKeys(ctx, 24*time.Hour); n != 1 {
 		t.Fatalf("expired %d keys", n)
 	}
-	if res, _ := l.AppendBatch(ctx, req()); res[0].Duplicate || res[0].First != 2 {
+	if res, _ := l.CommitBatch(ctx, req()); res[0].Duplicate || res[0].First != 2 {
 		t.Fatalf("after expiry: %+v", res[0])
 	}
 }

@@ -35,7 +35,7 @@ func events(n int) []event.Event {
 func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	res, err := l.AppendBatch(ctx, []*Append{
+	res, err := l.CommitBatch(ctx, []*Publish{
 		{Tenant: "a", Topic: "x", Events: events(3)},
 		{Tenant: "a", Topic: "y", Events: events(1)},
 		{Tenant: "a", Topic: "x", Events: events(2), Batch: true},
@@ -69,10 +69,10 @@ func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
 func TestIdempotentRepeatInOneTransactionAppendsOnce(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	req := func(hash string) *Append {
-		return &Append{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte(hash)}
+	req := func(hash string) *Publish {
+		return &Publish{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k", IdemHash: []byte(hash)}
 	}
-	res, err := l.AppendBatch(ctx, []*Append{req("h"), req("h"), req("other")})
+	res, err := l.CommitBatch(ctx, []*Publish{req("h"), req("h"), req("other")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestIdempotentRepeatInOneTransactionAppendsOnce(t *testing.T) {
 	}
 	// A later request with a new key continues at 2: neither the repeat
 	// nor the refusal consumed a number.
-	res, err = l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k2", IdemHash: []byte("h")}})
+	res, err = l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: events(1), IdemKey: "k2", IdemHash: []byte("h")}})
 	if err != nil || res[0].First != 2 {
 		t.Fatalf("next: %+v %v", res, err)
 	}
@@ -96,7 +96,7 @@ func TestIdempotentRepeatInOneTransactionAppendsOnce(t *testing.T) {
 func TestReadPagesAfterPosition(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: events(25)}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: events(25)}}); err != nil {
 		t.Fatal(err)
 	}
 	var got []int64
@@ -132,7 +132,7 @@ type gatedLog struct {
 	sizes            []int
 }
 
-func (g *gatedLog) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
+func (g *gatedLog) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.release
@@ -140,7 +140,7 @@ func (g *gatedLog) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, e
 	g.mu.Lock()
 	g.sizes = append(g.sizes, len(reqs))
 	g.mu.Unlock()
-	return g.SQLite.AppendBatch(ctx, reqs)
+	return g.SQLite.CommitBatch(ctx, reqs)
 }
 
 func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
@@ -153,10 +153,10 @@ func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
 		}
 		results <- r
 	}
-	c.Submit(&Append{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 	<-g.entered
 	for i := 0; i < 50; i++ {
-		c.Submit(&Append{Tenant: "a", Topic: fmt.Sprintf("t%d", i%3), Events: events(2)}, done)
+		c.Commit(&Publish{Tenant: "a", Topic: fmt.Sprintf("t%d", i%3), Events: events(2)}, done)
 	}
 	close(g.release)
 	c.Close()
@@ -172,7 +172,7 @@ func TestCommitterAfterCloseRefuses(t *testing.T) {
 	c := NewCommitter(openTest(t), CommitterOptions{})
 	c.Close()
 	var got error
-	c.Submit(&Append{Tenant: "a", Topic: "x", Events: events(1)}, func(_ Result, err error) { got = err })
+	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, func(_ Result, err error) { got = err })
 	if !errors.Is(got, ErrClosed) {
 		t.Fatalf("submit after close: %v", got)
 	}
@@ -189,7 +189,7 @@ func TestAppendRefusesADeletedTenant(t *testing.T) {
 	if err := l.DeleteTenant(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := l.AppendBatch(ctx, []*Append{
+	res, err := l.CommitBatch(ctx, []*Publish{
 		{Tenant: "a", Topic: "x", Events: events(1), RequireTenant: true},
 		{Tenant: "dev", Topic: "x", Events: events(1)},
 	})
@@ -211,7 +211,7 @@ func TestReadBoundsAPageInBytes(t *testing.T) {
 	for i := range evs {
 		evs[i] = event.Event{Type: "big", Data: json.RawMessage(`"` + strings.Repeat("x", 1000) + `"`)} // 1002 bytes
 	}
-	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := l.Read(ctx, "a", "x", 0, 100, 3500)
@@ -251,7 +251,7 @@ func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 	for i := range evs {
 		evs[i] = event.Event{Type: "message", Key: fmt.Sprintf("k%03d", i), Op: event.OpUpsert, Data: json.RawMessage(`1`)}
 	}
-	if _, err := l.AppendBatch(ctx, []*Append{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.write.Exec(`UPDATE topics SET state_bytes = 0`); err != nil {

@@ -30,9 +30,9 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), event.OpUpsert, `{"v":1}`)
 	}
 	mustAppend(t, l,
-		&Append{Tenant: "big", Topic: "a", Events: events(12000), IdemKey: "i1", IdemHash: []byte("h")},
-		&Append{Tenant: "big", Topic: "b", Events: keyedEvents},
-		&Append{Tenant: "other", Topic: "x", Events: events(3)})
+		&Publish{Tenant: "big", Topic: "a", Events: events(12000), IdemKey: "i1", IdemHash: []byte("h")},
+		&Publish{Tenant: "big", Topic: "b", Events: keyedEvents},
+		&Publish{Tenant: "other", Topic: "x", Events: events(3)})
 	for _, w := range []struct {
 		tenant string
 		id     int64
@@ -87,7 +87,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 			return
 		}
 		if len(seen) == 1 {
-			mustAppend(t, l, &Append{Tenant: "other", Topic: "x", Events: events(1)})
+			mustAppend(t, l, &Publish{Tenant: "other", Topic: "x", Events: events(1)})
 		}
 		seen = append(seen, left())
 	}
@@ -126,7 +126,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 func TestDeleteTenantWithoutRow(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	mustAppend(t, l, &Append{Tenant: "dev", Topic: "x", Events: events(3)})
+	mustAppend(t, l, &Publish{Tenant: "dev", Topic: "x", Events: events(3)})
 	if err := l.DeleteTenant(ctx, "dev"); !errors.Is(err, ErrNoTenant) {
 		t.Fatalf("want ErrNoTenant, got %v", err)
 	}
@@ -153,11 +153,11 @@ func TestDeletedTenantLeavesNoBytesOnDisk(t *testing.T) {
 	mustTenant(t, l, "sec")
 	mustTenant(t, l, "keep")
 	mustAppend(t, l,
-		&Append{Tenant: "sec", Topic: "x", Events: []event.Event{
+		&Publish{Tenant: "sec", Topic: "x", Events: []event.Event{
 			keyed("k", event.OpUpsert, `"`+marker+`-state"`),
 			{Type: "message", Data: json.RawMessage(`{"m":"` + marker + `-event"}`)},
 		}},
-		&Append{Tenant: "keep", Topic: "y", Events: events(50)})
+		&Publish{Tenant: "keep", Topic: "y", Events: events(50)})
 	onDisk := func() bool {
 		found := false
 		for _, name := range []string{"edgehub.db", "edgehub.db-wal"} {

@@ -33,7 +33,7 @@ type (
 	// publish asks the hub to commit a request; reply (capacity 1) gets
 	// exactly one answer once the commit is done.
 	publish struct {
-		req   *backlog.Append
+		req   *backlog.Publish
 		reply chan<- publishReply
 	}
 	publishReply struct {
@@ -162,7 +162,7 @@ func (h *hub) route(ctx actor.Context, msg any) {
 	case *publish:
 		h.inflight++
 		self, root, reply := ctx.Self(), h.opts.root, msg.reply
-		h.opts.Committer.Submit(msg.req, func(r backlog.Result, err error) {
+		h.opts.Committer.Commit(msg.req, func(r backlog.Result, err error) {
 			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: reply})
 		})
 	case *watch:

@@ -39,11 +39,11 @@ type gate struct {
 	hold atomic.Pointer[chan struct{}]
 }
 
-func (g *gate) AppendBatch(ctx context.Context, reqs []*backlog.Append) ([]backlog.Result, error) {
+func (g *gate) CommitBatch(ctx context.Context, reqs []*backlog.Publish) ([]backlog.Result, error) {
 	if c := g.hold.Load(); c != nil {
 		<-*c
 	}
-	return g.SQLite.AppendBatch(ctx, reqs)
+	return g.SQLite.CommitBatch(ctx, reqs)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -87,7 +87,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) sendPublish(data string) chan publishReply {
 	reply := make(chan publishReply, 1)
 	h.hubs.manager.Send(Key("t", "x"), &publish{
-		req:   &backlog.Append{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
+		req:   &backlog.Publish{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
 		reply: reply,
 	})
 	return reply
@@ -273,7 +273,7 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 	h := newHarness(t)
 	st := newStream(1 << 20)
 	j := recv(t, h.sendWatch(st), "watch")
-	if _, err := h.log.AppendBatch(context.Background(), []*backlog.Append{{Tenant: "t", Topic: "x",
+	if _, err := h.log.CommitBatch(context.Background(), []*backlog.Publish{{Tenant: "t", Topic: "x",
 		Events: []event.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ type Publication struct {
 
 // Publish hands req to its topic's hub, which commits it with others and
 // answers once it is durable and fanned out.
-func (r *Router) Publish(req *backlog.Append) *Publication {
+func (r *Router) Publish(req *backlog.Publish) *Publication {
 	p := &Publication{reply: make(chan publishReply, 1)}
 	msg := &publish{req: req, reply: p.reply}
 	if r.opts.faults.publish != nil {

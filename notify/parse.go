@@ -121,12 +121,12 @@ func tooLarge(maxBody int64) *refusal.Error {
 }
 
 // Build makes the append for tenant/topic from the request's meta and body.
-func Build(tenant, topic string, m Meta, body []byte) (*backlog.Append, *refusal.Error) {
+func Build(tenant, topic string, m Meta, body []byte) (*backlog.Publish, *refusal.Error) {
 	datas, perr := parseBody(m, body)
 	if perr != nil {
 		return nil, perr
 	}
-	a := &backlog.Append{Tenant: tenant, Topic: topic, Batch: m.Batch, Events: make([]event.Event, len(datas))}
+	a := &backlog.Publish{Tenant: tenant, Topic: topic, Batch: m.Batch, Events: make([]event.Event, len(datas))}
 	for i, d := range datas {
 		a.Events[i] = event.Event{Type: m.Type, Key: m.Key, Op: m.Op, Data: d}
 	}

@@ -23,7 +23,7 @@ func TestAgePassDoesNotDelayCountTrimming(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	l, logger := openLog(t, dir)
-	if _, err := l.AppendBatch(ctx, []*backlog.Append{
+	if _, err := l.CommitBatch(ctx, []*backlog.Publish{
 		{Tenant: "a", Topic: "old", Events: evs(1)},
 		{Tenant: "a", Topic: "busy", Events: evs(30)},
 	}); err != nil {
@@ -81,7 +81,7 @@ func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 	l, logger := openLog(t, t.TempDir())
 	// a/old is over the limit: the count loop trims it, and the purge loop
 	// then has rows to delete and calls the hook.
-	if _, err := l.AppendBatch(ctx, []*backlog.Append{{Tenant: "a", Topic: "old", Events: evs(30)}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*backlog.Publish{{Tenant: "a", Topic: "old", Events: evs(30)}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -114,7 +114,7 @@ func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 	}()
 	<-purging // the purge is held before its first write transaction
 
-	if _, err := l.AppendBatch(ctx, []*backlog.Append{{Tenant: "a", Topic: "busy", Events: evs(30)}}); err != nil {
+	if _, err := l.CommitBatch(ctx, []*backlog.Publish{{Tenant: "a", Topic: "busy", Events: evs(30)}}); err != nil {
 		t.Fatal(err)
 	}
 	// Each count hook call comes after the previous count trim has ended,

@@ -10,13 +10,13 @@ import (
 	"edgehub/event"
 )
 
-func one(tenant, topic string) *Append {
-	return &Append{Tenant: tenant, Topic: topic, Events: events(1)}
+func one(tenant, topic string) *Publish {
+	return &Publish{Tenant: tenant, Topic: topic, Events: events(1)}
 }
 
-func commitOne(t *testing.T, l *SQLite, a *Append) Result {
+func commitOne(t *testing.T, l *SQLite, a *Publish) Result {
 	t.Helper()
-	res, err := l.AppendBatch(context.Background(), []*Append{a})
+	res, err := l.CommitBatch(context.Background(), []*Publish{a})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestTenantWideKeyBindsTopicAndRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := func(topic, hash string) *Append {
+	hook := func(topic, hash string) *Publish {
 		a := one("a", topic)
 		a.RequireTenant, a.Generation = true, ten.Generation
 		a.IdemKey, a.IdemHash, a.TenantWideKey = "msg_1", []byte(hash), true
@@ -146,8 +146,8 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 	if n0 != 2 || b0 != 2*int64(len(`{"n":0}`)+len("message")) {
 		t.Fatalf("usage %d bytes %d topics", b0, n0)
 	}
-	keyed := func(key, op, d string) *Append {
-		return &Append{Tenant: "a", Topic: "x", Events: []event.Event{{Type: "m", Key: key, Op: op, Data: json.RawMessage(d)}}}
+	keyed := func(key, op, d string) *Publish {
+		return &Publish{Tenant: "a", Topic: "x", Events: []event.Event{{Type: "m", Key: key, Op: op, Data: json.RawMessage(d)}}}
 	}
 	big := `"` + strings.Repeat("0123456789", 11) + `"`
 	if r := commitOne(t, l, keyed("k", event.OpUpsert, big)); !errors.Is(r.Err, ErrQuota) {
@@ -164,7 +164,7 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 	if want := b0 + int64(len("m")+len("k")+len(`"small"`)) + stateBytes; b1 != want {
 		t.Fatalf("usage %d, want %d", b1, want)
 	}
-	if r := commitOne(t, l, &Append{Tenant: "a", Topic: "y", Events: data(`"` + strings.Repeat("0123456789", 40) + `"`)}); !errors.Is(r.Err, ErrQuota) {
+	if r := commitOne(t, l, &Publish{Tenant: "a", Topic: "y", Events: data(`"` + strings.Repeat("0123456789", 40) + `"`)}); !errors.Is(r.Err, ErrQuota) {
 		t.Fatalf("over the tenant's bytes: %+v", r)
 	}
 	// Deleting the key frees its state bytes even when the tenant is full.
@@ -199,7 +199,7 @@ func TestCommitSetsOldestOnce(t *testing.T) {
 // duplicate of an event that no longer exists.
 func TestDevTenantWebhookKeyGoesWithItsDeletion(t *testing.T) {
 	l := openTest(t)
-	hook := func() *Append {
+	hook := func() *Publish {
 		a := one("d", "x")
 		a.IdemKey, a.IdemHash, a.TenantWideKey = "msg_1", []byte("h"), true
 		return a

@@ -29,8 +29,8 @@ func (s *SQLite) SetQuotas(q Quotas) { s.quotas = q }
 // takes the same measure away (length(data)+length(type)+length(key)).
 func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
 
-// AppendBatch commits all requests in one write transaction.
-func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, error) {
+// CommitBatch commits all requests in one write transaction.
+func (s *SQLite) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
 	// Before the transaction: the writer has one connection, which the
 	// transaction then holds.
 	prepared, err := s.statements(ctx)
@@ -42,7 +42,7 @@ func (s *SQLite) AppendBatch(ctx context.Context, reqs []*Append) ([]Result, err
 		return nil, fmt.Errorf("begin commit: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	a := appender{ctx: ctx, tx: tx, quotas: s.quotas,
+	a := commitTx{ctx: ctx, tx: tx, quotas: s.quotas,
 		topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
 	a.bind(ctx, tx, prepared) // the transaction's statements close with it
 	now := s.now().UTC()
@@ -75,10 +75,10 @@ type tenantState struct {
 	usageChanged   bool
 }
 
-// appender holds one commit's prepared statements and the heads and usage
+// commitTx holds one commit's prepared statements and the heads and usage
 // it has advanced so far, which are written back once per topic and
 // tenant.
-type appender struct {
+type commitTx struct {
 	ctx     context.Context
 	tx      *sql.Tx
 	quotas  Quotas
@@ -170,7 +170,7 @@ func (st *statements) close() error {
 }
 
 // writeBack stores the heads, state sizes and usage this commit changed.
-func (a *appender) writeBack(now time.Time) error {
+func (a *commitTx) writeBack(now time.Time) error {
 	for key, t := range a.topics {
 		if !t.changed {
 			continue
@@ -191,7 +191,7 @@ func (a *appender) writeBack(now time.Time) error {
 }
 
 // tenant reads, once per transaction, the tenant's row and usage.
-func (a *appender) tenant(name string) (*tenantState, error) {
+func (a *commitTx) tenant(name string) (*tenantState, error) {
 	if t, ok := a.tenants[name]; ok {
 		return t, nil
 	}
@@ -210,7 +210,7 @@ func (a *appender) tenant(name string) (*tenantState, error) {
 
 // findTopic returns the topic as this commit sees it, or nil if it has no
 // row yet.
-func (a *appender) findTopic(tenant, topic string) (*topicState, error) {
+func (a *commitTx) findTopic(tenant, topic string) (*topicState, error) {
 	key := [2]string{tenant, topic}
 	if t, ok := a.topics[key]; ok {
 		return t, nil
@@ -227,7 +227,7 @@ func (a *appender) findTopic(tenant, topic string) (*topicState, error) {
 	return t, nil
 }
 
-func (a *appender) createTopic(tenant, topic string) (*topicState, error) {
+func (a *commitTx) createTopic(tenant, topic string) (*topicState, error) {
 	t := &topicState{}
 	if err := a.newTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id); err != nil {
 		return nil, fmt.Errorf("create topic %s/%s: %w", tenant, topic, err)
@@ -238,7 +238,7 @@ func (a *appender) createTopic(tenant, topic string) (*topicState, error) {
 
 // stateDelta is how much the request's keyed events change the topic's
 // state size, folding them in order over the sizes stored now.
-func (a *appender) stateDelta(t *topicState, events []event.Event) (int64, error) {
+func (a *commitTx) stateDelta(t *topicState, events []event.Event) (int64, error) {
 	var delta int64
 	var sizes map[string]int64
 	for i := range events {
@@ -267,7 +267,7 @@ func (a *appender) stateDelta(t *topicState, events []event.Event) (int64, error
 }
 
 // fold applies a keyed event to the topic's state, in the same transaction.
-func (a *appender) fold(topicID int64, e *event.Event) error {
+func (a *commitTx) fold(topicID int64, e *event.Event) error {
 	var err error
 	switch e.Op {
 	case event.OpUpsert:
@@ -283,7 +283,7 @@ func (a *appender) fold(topicID int64, e *event.Event) error {
 // key, and nothing for a new key. A tenant-wide key (a webhook-id) binds
 // its topic too, and a row of an earlier incarnation of the tenant's name
 // does not count.
-func (a *appender) repeat(req *Append, ten *tenantState, t *topicState) (*Result, error) {
+func (a *commitTx) repeat(req *Publish, ten *tenantState, t *topicState) (*Result, error) {
 	var hash []byte
 	var r Result
 	var err error
@@ -329,7 +329,7 @@ func (a *appender) repeat(req *Append, ten *tenantState, t *topicState) (*Result
 	}
 }
 
-func (a *appender) remember(req *Append, ten *tenantState, t *topicState, r *Result, nanos int64) error {
+func (a *commitTx) remember(req *Publish, ten *tenantState, t *topicState, r *Result, nanos int64) error {
 	var err error
 	if req.TenantWideKey {
 		_, err = a.putWebhook.ExecContext(a.ctx, req.Tenant, req.IdemKey, ten.id, req.Topic, req.IdemHash,
@@ -346,7 +346,7 @@ func (a *appender) remember(req *Append, ten *tenantState, t *topicState, r *Res
 // quota refuses a request that would take its tenant's stored bytes or
 // topics, or its topic's state, past a quota. A request that frees bytes
 // (a delete of a large key) is never refused for bytes.
-func (a *appender) quota(ten *tenantState, t *topicState, added, stateDelta int64) error {
+func (a *commitTx) quota(ten *tenantState, t *topicState, added, stateDelta int64) error {
 	newTopic := t == nil
 	q := a.quotas
 	state := int64(0)
@@ -364,7 +364,7 @@ func (a *appender) quota(ten *tenantState, t *topicState, added, stateDelta int6
 	return nil
 }
 
-func (a *appender) append(req *Append, now time.Time) (Result, error) {
+func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	ten, err := a.tenant(req.Tenant)
 	if err != nil {
 		return Result{}, err
