@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// ErrClosed answers a request submitted after the committer was closed.
+// ErrClosed answers a request queued after the committer was closed.
 var ErrClosed = errors.New("backlog committer is closed")
 
 // Committer groups the publish requests of every topic into shared
@@ -20,13 +20,13 @@ type Committer struct {
 	observe   func(time.Duration, int)
 
 	mu      sync.Mutex
-	pending []submitted
+	pending []queued
 	closed  bool
 	wake    chan struct{}
 	stopped chan struct{}
 }
 
-type submitted struct {
+type queued struct {
 	req  *Publish
 	done func(Result, error)
 }
@@ -66,7 +66,7 @@ func (c *Committer) Commit(req *Publish, done func(Result, error)) {
 		done(Result{}, ErrClosed)
 		return
 	}
-	c.pending = append(c.pending, submitted{req, done})
+	c.pending = append(c.pending, queued{req, done})
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -74,7 +74,7 @@ func (c *Committer) Commit(req *Publish, done func(Result, error)) {
 	}
 }
 
-// Close commits everything submitted so far, then stops the goroutine.
+// Close commits everything queued so far, then stops the goroutine.
 func (c *Committer) Close() {
 	c.mu.Lock()
 	c.closed = true
@@ -103,7 +103,7 @@ func (c *Committer) run() {
 }
 
 // take removes the next transaction's worth of requests from the queue.
-func (c *Committer) take() ([]submitted, bool) {
+func (c *Committer) take() ([]queued, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, events := 0, 0
@@ -119,7 +119,7 @@ func (c *Committer) take() ([]submitted, bool) {
 	return batch, c.closed
 }
 
-func (c *Committer) commit(batch []submitted) {
+func (c *Committer) commit(batch []queued) {
 	reqs := make([]*Publish, len(batch))
 	events := 0
 	for i, s := range batch {

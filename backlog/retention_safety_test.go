@@ -40,7 +40,7 @@ func mustTenant(t testing.TB, l *SQLite, name string) auth.Tenant {
 	return tn
 }
 
-func mustAppend(t testing.TB, l *SQLite, reqs ...*Publish) []Result {
+func mustPublish(t testing.TB, l *SQLite, reqs ...*Publish) []Result {
 	t.Helper()
 	res, err := l.CommitBatch(context.Background(), reqs)
 	if err != nil {
@@ -79,7 +79,7 @@ func TestAgeTrimActsOnlyOnTheTopicItListed(t *testing.T) {
 	l.now = func() time.Time { return now }
 	mustTenant(t, l, "gone")
 	mustTenant(t, l, "other")
-	mustAppend(t, l, &Publish{Tenant: "gone", Topic: "old", Events: events(1000)})
+	mustPublish(t, l, &Publish{Tenant: "gone", Topic: "old", Events: events(1000)})
 	now = now.Add(2 * time.Hour)
 	fired := false
 	l.BeforeRetentionTx = func(duty string) {
@@ -90,7 +90,7 @@ func TestAgeTrimActsOnlyOnTheTopicItListed(t *testing.T) {
 		if err := l.DeleteTenant(ctx, "gone"); err != nil {
 			t.Fatal(err)
 		}
-		mustAppend(t, l, &Publish{Tenant: "other", Topic: "fresh", Events: events(5)})
+		mustPublish(t, l, &Publish{Tenant: "other", Topic: "fresh", Events: events(5)})
 	}
 	n, err := l.TrimByAge(ctx, time.Hour)
 	if err != nil || !fired {
@@ -115,7 +115,7 @@ func TestPurgeActsOnlyOnTheTopicItListed(t *testing.T) {
 	ctx := context.Background()
 	mustTenant(t, l, "gone")
 	mustTenant(t, l, "other")
-	mustAppend(t, l, &Publish{Tenant: "gone", Topic: "old", Events: events(1000)})
+	mustPublish(t, l, &Publish{Tenant: "gone", Topic: "old", Events: events(1000)})
 	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 1 {
 		t.Fatalf("trim: %d %v", n, err)
 	}
@@ -128,7 +128,7 @@ func TestPurgeActsOnlyOnTheTopicItListed(t *testing.T) {
 		if err := l.DeleteTenant(ctx, "gone"); err != nil {
 			t.Fatal(err)
 		}
-		mustAppend(t, l, &Publish{Tenant: "other", Topic: "fresh", Events: events(5)})
+		mustPublish(t, l, &Publish{Tenant: "other", Topic: "fresh", Events: events(5)})
 	}
 	deleted, err := l.Purge(ctx)
 	if err != nil || !fired {
@@ -174,11 +174,11 @@ func TestRetentionCostsWhatItRemoves(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := base
 	l.now = func() time.Time { return now }
-	mustAppend(t, l, &Publish{Tenant: "a", Topic: "old", Events: events(5)})
+	mustPublish(t, l, &Publish{Tenant: "a", Topic: "old", Events: events(5)})
 	now = base.Add(2 * time.Hour)
 	for i := 0; i < 50; i++ {
 		now = now.Add(time.Second)
-		mustAppend(t, l, &Publish{Tenant: "a", Topic: "busy", Events: events(1)})
+		mustPublish(t, l, &Publish{Tenant: "a", Topic: "busy", Events: events(1)})
 	}
 	const idle = 20000
 	if _, err := l.write.Exec(`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?1)
@@ -316,7 +316,7 @@ func TestPurgeBatchesTopicsPerTransaction(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		reqs = append(reqs, &Publish{Tenant: fmt.Sprint("t", i%3), Topic: fmt.Sprint("small", i), Events: events(20)})
 	}
-	mustAppend(t, l, reqs...)
+	mustPublish(t, l, reqs...)
 	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 50 {
 		t.Fatalf("trim: %d %v", n, err)
 	}
@@ -326,9 +326,9 @@ func TestPurgeBatchesTopicsPerTransaction(t *testing.T) {
 	}
 
 	// In id order: a (10 trimmed rows), big (purgeChunk+10), c (10).
-	mustAppend(t, l, &Publish{Tenant: "t0", Topic: "a", Events: events(20)})
-	mustAppend(t, l, &Publish{Tenant: "t1", Topic: "big", Events: events(purgeChunk + 20)})
-	mustAppend(t, l, &Publish{Tenant: "t2", Topic: "c", Events: events(20)})
+	mustPublish(t, l, &Publish{Tenant: "t0", Topic: "a", Events: events(20)})
+	mustPublish(t, l, &Publish{Tenant: "t1", Topic: "big", Events: events(purgeChunk + 20)})
+	mustPublish(t, l, &Publish{Tenant: "t2", Topic: "c", Events: events(20)})
 	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 3 {
 		t.Fatalf("trim: %d %v", n, err)
 	}
@@ -346,9 +346,9 @@ func TestAgeTrimNeverMovesBack(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l.now = func() time.Time { return now }
-	mustAppend(t, l, &Publish{Tenant: "a", Topic: "x", Events: events(3)})
+	mustPublish(t, l, &Publish{Tenant: "a", Topic: "x", Events: events(3)})
 	now = now.Add(2 * time.Hour)
-	mustAppend(t, l, &Publish{Tenant: "a", Topic: "x", Events: events(10)})
+	mustPublish(t, l, &Publish{Tenant: "a", Topic: "x", Events: events(10)})
 	if _, err := l.TrimByCount(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestPurgeGivesBackUsage(t *testing.T) {
 	for i := range evs {
 		evs[i].Type = fmt.Sprintf("type-%d", i%7)
 	}
-	mustAppend(t, l, &Publish{Tenant: "u", Topic: "x", Events: evs})
+	mustPublish(t, l, &Publish{Tenant: "u", Topic: "x", Events: evs})
 	var eventBytes, stateBytes int64
 	for _, e := range evs {
 		eventBytes += int64(len(e.Data) + len(e.Type) + len(e.Key))

@@ -29,7 +29,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	for i := range keyedEvents {
 		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), event.OpUpsert, `{"v":1}`)
 	}
-	mustAppend(t, l,
+	mustPublish(t, l,
 		&Publish{Tenant: "big", Topic: "a", Events: events(12000), IdemKey: "i1", IdemHash: []byte("h")},
 		&Publish{Tenant: "big", Topic: "b", Events: keyedEvents},
 		&Publish{Tenant: "other", Topic: "x", Events: events(3)})
@@ -87,7 +87,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 			return
 		}
 		if len(seen) == 1 {
-			mustAppend(t, l, &Publish{Tenant: "other", Topic: "x", Events: events(1)})
+			mustPublish(t, l, &Publish{Tenant: "other", Topic: "x", Events: events(1)})
 		}
 		seen = append(seen, left())
 	}
@@ -126,7 +126,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 func TestDeleteTenantWithoutRow(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	mustAppend(t, l, &Publish{Tenant: "dev", Topic: "x", Events: events(3)})
+	mustPublish(t, l, &Publish{Tenant: "dev", Topic: "x", Events: events(3)})
 	if err := l.DeleteTenant(ctx, "dev"); !errors.Is(err, ErrNoTenant) {
 		t.Fatalf("want ErrNoTenant, got %v", err)
 	}
@@ -152,7 +152,7 @@ func TestDeletedTenantLeavesNoBytesOnDisk(t *testing.T) {
 	const marker = "zqxv-secret-marker"
 	mustTenant(t, l, "sec")
 	mustTenant(t, l, "keep")
-	mustAppend(t, l,
+	mustPublish(t, l,
 		&Publish{Tenant: "sec", Topic: "x", Events: []event.Event{
 			keyed("k", event.OpUpsert, `"`+marker+`-state"`),
 			{Type: "message", Data: json.RawMessage(`{"m":"` + marker + `-event"}`)},

@@ -1,8 +1,8 @@
 //go:build !faults
 
-// Package faults injects the bugs that the chaos checker must catch. In a
-// normal build no fault is ever on, and the compiler drops the faulty
-// branches; binaries built with -tags faults read EDGEHUB_FAULT.
+// Package faults says which bug a binary built with -tags faults injects,
+// for the chaos checker's own tests; only files built with that tag ask
+// it. In a normal build no fault is ever on.
 package faults
 
 // On reports whether the named fault is injected: never, in this build.

@@ -65,7 +65,10 @@ func liveHeap() uint64 {
 	return m.HeapAlloc
 }
 
-const mib = float64(1 << 20)
+const (
+	kib = float64(1 << 10)
+	mib = float64(1 << 20)
+)
 
 // waitUntil polls cond until it holds; the deadline is a hang guard, not a
 // timing assertion.
@@ -209,6 +212,61 @@ func TestLiveStreamsDoNotKeepABurstsBuffer(t *testing.T) {
 		float64(before)/mib, float64(after)/mib, per)
 	if per > 0.25 {
 		t.Fatalf("each idle stream keeps %.2f MiB after one burst; want under 0.25", per)
+	}
+}
+
+// Streams that caught up from the backlog and then went live keep nothing
+// of their catch-up: no page array, no taken queue, no write buffer grown
+// to a page. Every reconnect with Last-Event-ID catches up first, so this
+// is what most idle streams are. Measured against streams that never
+// caught up (live from now), which the same heap holds.
+func TestCaughtUpStreamsKeepNoPage(t *testing.T) {
+	base := startServer(t, server.Hooks{}, nil)
+	const streams, events = 64, 600
+	body := strings.Repeat(`{"pad":"`+strings.Repeat("x", 60)+`"}`+"\n", events)
+	resp, err := http.Post(base+"/v1/tenants/t/topics/old/notify", "application/x-ndjson", strings.NewReader(body))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("publish batch: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// open starts streams at query and returns once each has read up to
+	// the line want.
+	open := func(query, want string) {
+		done := make(chan error, streams)
+		for i := 0; i < streams; i++ {
+			resp, err := http.Get(base + "/v1/tenants/t/topics/old/watch" + query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			go func() {
+				r := bufio.NewReader(resp.Body)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil || strings.HasPrefix(line, want) {
+						done <- err
+						return
+					}
+				}
+			}()
+		}
+		for i := 0; i < streams; i++ {
+			if err := <-done; err != nil {
+				t.Fatalf("a stream ended before %q: %v", want, err)
+			}
+		}
+	}
+	before := liveHeap()
+	open("", "event: hello")
+	live := liveHeap()
+	// A page's array goes with its last event, before that is written.
+	open("?after=0", fmt.Sprintf("id: %d\n", events))
+	caught := liveHeap()
+	perLive := (float64(live) - float64(before)) / streams / kib
+	perCaught := (float64(caught) - float64(live)) / streams / kib
+	t.Logf("live heap per stream: %.1f KiB live from now, %.1f KiB caught up from %d events", perLive, perCaught, events)
+	if perCaught > perLive+8 {
+		t.Fatalf("each caught-up stream keeps %.1f KiB, %.1f more than a live one; want at most 8 more", perCaught, perCaught-perLive)
 	}
 }
 

@@ -14,8 +14,14 @@ import (
 	"edgehub/sse"
 )
 
-// flushBytes is how much a stream buffers before it writes.
-const flushBytes = 64 << 10
+const (
+	// flushBytes is how much a stream buffers before it writes.
+	flushBytes = 64 << 10
+	// idleBufferBytes is the most buffer a stream keeps while it has
+	// nothing to write: a catch-up or a burst grows its buffer to
+	// flushBytes, and an idle stream should not keep that for life.
+	idleBufferBytes = 4 << 10
+)
 
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and writes what its subscription hands out until the
@@ -141,6 +147,9 @@ func (st *sseStream) run(ctx context.Context, sub *hub.Subscription) error {
 			}
 			if err != nil {
 				return err
+			}
+			if cap(st.buf) > idleBufferBytes && len(sub.Ready()) == 0 {
+				st.buf = nil // nothing more to write now
 			}
 		case <-st.heartbeat.C:
 			st.buf = sse.AppendPing(st.buf)

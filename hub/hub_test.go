@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -30,7 +31,22 @@ type harness struct {
 	// manager inside the passivation window.
 	beforeIdle atomic.Pointer[func()]
 	onIdle     atomic.Pointer[func()]
-	count      atomic.Int64
+	// onRead, when set, runs inside every backlog read of a catch-up page.
+	onRead atomic.Pointer[func()]
+	count  atomic.Int64
+}
+
+// readHook runs the harness's onRead inside each page read.
+type readHook struct {
+	*backlog.SQLite
+	h *harness
+}
+
+func (r readHook) Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (backlog.Page, error) {
+	if f := r.h.onRead.Load(); f != nil && *f != nil {
+		(*f)()
+	}
+	return r.SQLite.Read(ctx, tenant, topic, after, limit, maxBytes)
 }
 
 // gate holds every commit until released, when set.
@@ -57,7 +73,7 @@ func newHarness(t *testing.T) *harness {
 	c := backlog.NewCommitter(h.gate, backlog.CommitterOptions{})
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	h.hubs, err = NewRouter(h.sys, Options{
-		Log: l, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
+		Log: readHook{SQLite: l, h: h}, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
 		Manager: actors.Options{
 			OnIdle: func(string) {
 				if f := h.onIdle.Load(); f != nil {
@@ -313,5 +329,57 @@ func TestPublishInFlightWhenHubStopsIsAnswered(t *testing.T) {
 	close(release)
 	if r := recv(t, pub, "publish in flight"); r.err != nil || r.result.First != 2 {
 		t.Fatalf("publish in flight: %+v", r)
+	}
+}
+
+// discard is an Encoder that keeps nothing but a count.
+type discard struct{ events int }
+
+func (d *discard) AppendEvent(b []byte, _ *event.Event, _ []byte) []byte {
+	d.events++
+	return append(b, '.')
+}
+
+func (d *discard) AppendGap(b []byte, _, _ int64) []byte { return append(b, 'g') }
+
+// A stream catching up whose tenant is deleted (or rotated) while it reads
+// its last page ends, although its hub has stopped and will never answer
+// its request to go live, and although the signal of the end was taken by
+// the writer's wait: it does not hang until its client leaves.
+func TestStreamEndedDuringItsLastPageEnds(t *testing.T) {
+	h := newHarness(t)
+	h.publish(`1`)
+	h.publish(`2`)
+	sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	end := func() {
+		h.hubs.EndTenant("t")
+		for !sub.stream.isEnded() { // the hub ends its streams as it stops
+			recv(t, sub.stream.done, "the hub ending the stream")
+		}
+	}
+	h.onRead.Store(&end)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	enc := &discard{}
+	for {
+		<-sub.Ready() // as a writer waits
+		var none func()
+		if enc.events > 0 {
+			h.onRead.Store(&none)
+		}
+		_, err := sub.Next(ctx, enc, nil, 64<<10)
+		if errors.Is(err, ErrEnded) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the stream did not end: %v", err)
+		}
+	}
+	if enc.events != 2 {
+		t.Fatalf("handed out %d events of the page read as it ended, want 2", enc.events)
 	}
 }

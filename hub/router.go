@@ -25,7 +25,8 @@ type Options struct {
 	Log backlog.Log
 	// Committer commits publishes, many at a time.
 	Committer *backlog.Committer
-	Logger    *slog.Logger
+	// Logger takes what a hub cannot answer for (a head it cannot read).
+	Logger *slog.Logger
 	// Metrics counts demotions (nil: a registry of the router's own).
 	Metrics *metrics.Metrics
 	// ReadBudget bounds the bytes of catch-up pages and snapshots that all
@@ -45,7 +46,8 @@ type Options struct {
 	CheckTicks int
 	// Manager tunes the actor manager that owns the hubs.
 	Manager actors.Options
-	Hooks   Hooks
+	// Hooks are for tests; zero in production.
+	Hooks Hooks
 
 	root   *actor.RootContext // set by NewRouter
 	faults faultHooks         // injected bugs; empty unless built with -tags faults

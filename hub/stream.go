@@ -9,8 +9,8 @@ import (
 // Item is a committed event with its envelope encoded once, in the
 // committer's goroutine, for every stream that is sent it.
 type Item struct {
-	Event    event.Event
-	Envelope []byte
+	Event    event.Event // the event as committed
+	Envelope []byte      // its JSON envelope, shared by every stream; read-only
 }
 
 // stream is the link between the hub and one subscription. The hub pushes
@@ -25,6 +25,9 @@ type stream struct {
 	// gains items, the stream is demoted or ended, or the subscription has
 	// more of its own work to do.
 	ready chan struct{}
+	// done is closed when the hub ends the stream: unlike a signal on
+	// ready, it cannot be taken by one wait and missed by the next.
+	done chan struct{}
 	// overflow, set only in a faults build, replaces demotion (faults_on.go).
 	overflow func(s *stream, it *Item) bool
 
@@ -41,7 +44,7 @@ type stream struct {
 }
 
 func newStream(limit int) *stream {
-	return &stream{limit: limit, ready: make(chan struct{}, 1)}
+	return &stream{limit: limit, ready: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // take hands over everything queued, and whether the hub has stopped
@@ -110,9 +113,12 @@ func (s *stream) demote() {
 // going away). A browser reconnects with Last-Event-ID and loses nothing.
 func (s *stream) end() {
 	s.mu.Lock()
-	s.ended = true
+	defer s.mu.Unlock()
+	if !s.ended {
+		s.ended = true
+		close(s.done)
+	}
 	s.signal()
-	s.mu.Unlock()
 }
 
 func (s *stream) signal() {

@@ -127,6 +127,9 @@ func (s *Subscription) handLive(enc Encoder, b []byte, limit int) ([]byte, error
 		s.items[0] = nil
 		s.items = s.items[1:]
 	}
+	if len(s.items) == 0 {
+		s.items = nil // an idle stream keeps no array behind it
+	}
 	switch {
 	case len(s.items) > 0:
 		s.stream.signal()
@@ -172,6 +175,9 @@ func (s *Subscription) catchUp(ctx context.Context, enc Encoder, b []byte, limit
 		s.page[0] = event.Event{} // its frame holds it now
 		s.page = s.page[1:]
 	}
+	if len(s.page) == 0 {
+		s.page = nil // the page's array goes with its last event
+	}
 	if len(s.page) == 0 && s.position >= s.pageHead {
 		s.atHead = true
 	}
@@ -180,10 +186,15 @@ func (s *Subscription) catchUp(ctx context.Context, enc Encoder, b []byte, limit
 }
 
 // goLive asks the hub to take the stream live at its position and waits
-// for the answer. Items or a demotion signalled before the answer mean the
-// hub took it live; the answer is waiting, and handLive takes them.
+// for the answer, or for the end: a hub that ends its streams may stop
+// before it answers. Items or a demotion pushed before the answer mean the
+// hub took it live; the answer is on its way, and handLive takes them.
 func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
 	s.atHead, s.pages = false, 0
+	// A hub that ended the stream may have stopped: it would never answer.
+	if s.stream.isEnded() {
+		return b, ErrEnded
+	}
 	reply := make(chan bool, 1)
 	s.router.opts.root.Send(s.hub, &goLive{stream: s.stream, position: s.position, reply: reply})
 	if hook := s.router.opts.Hooks.AfterGoLive; hook != nil {
@@ -200,10 +211,8 @@ func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit 
 			// stream live, and that signal may already be spent.
 			s.live = true
 			return s.handLive(enc, b, limit)
-		case <-s.stream.ready:
-			if s.stream.isEnded() {
-				return b, ErrEnded
-			}
+		case <-s.stream.done:
+			return b, ErrEnded
 		case <-ctx.Done():
 			return b, ctx.Err()
 		}

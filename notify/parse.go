@@ -1,9 +1,9 @@
-// Package notify turns a publish request into a backlog append: it picks
-// the event type, key and op, reads the body within its limit, checks and
-// compacts the JSON (one value, or NDJSON lines), and derives the
-// idempotency key and the hash that tells a true repeat from a reuse. It
-// refuses with a *refusal.Error, a contract code and a message; the HTTP
-// status is the code's, from package refusal's table.
+// Package notify turns the contract's notify request into a publish for the
+// backlog: it picks the event type, key and op, reads the body within its
+// limit, checks and compacts the JSON (one value, or NDJSON lines), and
+// derives the idempotency key and the hash that tells a true repeat from a
+// reuse. It refuses with a *refusal.Error, a contract code and a message;
+// the HTTP status is the code's, from package refusal's table.
 package notify
 
 import (
@@ -120,7 +120,7 @@ func tooLarge(maxBody int64) *refusal.Error {
 	return refusal.New(refusal.TooLarge, "the body is over %d bytes", maxBody)
 }
 
-// Build makes the append for tenant/topic from the request's meta and body.
+// Build makes the publish for tenant/topic from the request's meta and body.
 func Build(tenant, topic string, m Meta, body []byte) (*backlog.Publish, *refusal.Error) {
 	datas, perr := parseBody(m, body)
 	if perr != nil {
