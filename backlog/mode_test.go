@@ -49,7 +49,7 @@ func TestDataWrittenBeforeModesIsDevWhenItHasRowlessTenants(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.Close()
-			l, err := OpenSQLite(context.Background(), dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			l, err := OpenSQLite(context.Background(), dir, slog.New(slog.NewTextHandler(io.Discard, nil)), SyncFull)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,19 +40,35 @@ type SQLite struct {
 	BeforeRetentionTx func(duty string)
 }
 
-// OpenSQLite opens (creating if needed) the backlog in dir and migrates it.
-// synchronous=FULL makes a commit durable against power loss, not just
-// against the process dying, which is what "answered means stored" needs.
-// secure_delete overwrites what is deleted, so a deleted tenant's data is
-// not left readable in the file's free pages.
-func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger) (*SQLite, error) {
+// Sync is how durable a commit is before it is answered.
+type Sync string
+
+const (
+	// SyncFull (synchronous=FULL, the default) makes a commit durable
+	// against power loss, not just against the process dying, which is
+	// what "answered means stored" needs: an fsync per commit group.
+	SyncFull Sync = "full"
+	// SyncNormal (synchronous=NORMAL) in WAL mode fsyncs only at
+	// checkpoints: a power loss may lose the last commits, a crash of the
+	// process loses none, since the WAL is written before the answer.
+	SyncNormal Sync = "normal"
+)
+
+// OpenSQLite opens (creating if needed) the backlog in dir and migrates it,
+// with commits as durable as sync says. secure_delete overwrites what is
+// deleted, so a deleted tenant's data is not left readable in the file's
+// free pages.
+func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync) (*SQLite, error) {
+	if sync != SyncFull && sync != SyncNormal {
+		return nil, fmt.Errorf("open backlog in %s: sync must be %q or %q, not %q", dir, SyncFull, SyncNormal, sync)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := filepath.Join(dir, "edgehub.db")
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=secure_delete(1)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous("+strings.ToUpper(string(sync))+")&_pragma=secure_delete(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open backlog %s: %w", path, err)
 	}

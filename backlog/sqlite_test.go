@@ -16,7 +16,7 @@ import (
 
 func openTest(t testing.TB) *SQLite {
 	t.Helper()
-	l, err := OpenSQLite(context.Background(), t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := OpenSQLite(context.Background(), t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), SyncFull)
 	if err != nil {
 		t.Fatal(err)
 	}

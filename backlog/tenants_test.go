@@ -143,7 +143,7 @@ func TestDeleteTenantWithoutRow(t *testing.T) {
 // copies of its pages.
 func TestDeletedTenantLeavesNoBytesOnDisk(t *testing.T) {
 	dir := t.TempDir()
-	l, err := OpenSQLite(context.Background(), dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := OpenSQLite(context.Background(), dir, slog.New(slog.NewTextHandler(io.Discard, nil)), SyncFull)
 	if err != nil {
 		t.Fatal(err)
 	}

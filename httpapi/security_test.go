@@ -501,7 +501,7 @@ func TestRotateEndsStreamsThatAreCatchingUp(t *testing.T) {
 	base := startServer(t, server.Hooks{Hub: hub.Hooks{BetweenPages: func(string, string) {
 		signal(between)
 		<-resume
-	}}}, func(c *server.Config) { c.Dev, c.AdminKey, c.PageSize = false, adminKey, 10 })
+	}}}, func(c *server.Config) { c.Dev, c.AdminKey, c.PageSize, c.RecentEvents = false, adminKey, 10, -1 })
 	createTenant(t, base, "cu")
 	tok := mint(t, base, "cu", `{"publish":["*"],"subscribe":["*"]}`)
 	bearer := map[string]string{"Authorization": "Bearer " + tok}

@@ -165,7 +165,7 @@ func TestEventPushedBeforeGoLiveAnswerIsRead(t *testing.T) {
 	base := startServer(t, server.Hooks{Hub: hub.Hooks{AfterGoLive: func(string, string) {
 		inside <- struct{}{}
 		<-release
-	}}}, nil)
+	}}}, func(c *server.Config) { c.RecentEvents = -1 })
 	for round := 0; round < 20; round++ {
 		topic := fmt.Sprintf("golive-%d", round)
 		publish(t, base, topic, `"backlog"`)

@@ -50,16 +50,24 @@ type (
 	}
 	joined struct {
 		head, position int64
-		hub            *actor.PID // where goLive and unwatch go
-		err            error
+		// live says the stream joined the live set; else it reads the
+		// backlog up to until (0: up to the head) and then asks goLive.
+		live  bool
+		until int64
+		hub   *actor.PID // where goLive and unwatch go
+		err   error
 	}
 	// goLive asks, for a stream that has handed out everything up to
 	// position from the backlog, to join the live set; reply (capacity 1)
-	// gets false if the head has moved on and there is more to read.
+	// says whether it did, and if not, how far to read before asking again.
 	goLive struct {
 		stream   *stream
 		position int64
-		reply    chan<- bool
+		reply    chan<- liveReply
+	}
+	liveReply struct {
+		live  bool
+		until int64 // see joined.until
 	}
 	// unwatch removes a stream whose client has gone.
 	unwatch struct{ stream *stream }
@@ -103,6 +111,9 @@ type hub struct {
 	// queues. catchingUp holds the registered streams behind it, reading
 	// the backlog; the hub pushes nothing to them.
 	live, catchingUp streamSet
+	// recent holds the newest commits, up to head: a stream whose position
+	// is among them joins live at once and is given the rest from here.
+	recent recent
 
 	// inflight counts publishes handed to the committer and not answered.
 	inflight int
@@ -127,16 +138,19 @@ func (h *hub) Receive(ctx actor.Context) {
 		}
 		h.route(ctx, msg.Msg)
 	case *goLive:
-		msg.reply <- h.goLive(msg.stream, msg.position)
+		live, until := h.goLive(msg.stream, msg.position)
+		msg.reply <- liveReply{live: live, until: until}
 	case *unwatch:
 		delete(h.live, msg.stream)
 		delete(h.catchingUp, msg.stream)
 	case *committed:
+		// The publishers are answered first: both the answer and the push
+		// follow the commit, and no publisher waits for the fan-out.
 		h.inflight--
+		msg.reply <- publishReply{result: msg.result, err: msg.err}
 		if msg.err == nil {
 			h.apply(msg.result, msg.items)
 		}
-		msg.reply <- publishReply{result: msg.result, err: msg.err}
 		h.stopIfRetired(ctx)
 	case *headRead:
 		h.headRead(ctx, msg)
@@ -150,6 +164,7 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.tick(ctx)
 	case *actor.Stopping:
 		h.endAll()
+		h.recent.reset()
 		for _, m := range h.waiting {
 			refuse(m, ErrUnavailable)
 		}
@@ -170,39 +185,67 @@ func (h *hub) route(ctx actor.Context, msg any) {
 		if msg.fromNow {
 			position = h.head
 		}
-		h.join(msg.stream, position)
-		msg.reply <- joined{head: h.head, position: position, hub: ctx.Self()}
+		live := h.join(msg.stream, position)
+		msg.reply <- joined{head: h.head, position: position, live: live, until: h.readUntil(position), hub: ctx.Self()}
 	}
 }
 
-// join registers a stream: live at once if its position is the head (or
-// beyond: it waits there for its position), else catching up.
-func (h *hub) join(s *stream, position int64) {
-	if position >= h.head || h.opts.faults.joinLive {
+// join registers a stream and says whether it is live: at once if its
+// position is the head (or beyond: it waits there for its position) or
+// among the recent commits, which it is given; else it catches up.
+func (h *hub) join(s *stream, position int64) bool {
+	switch {
+	case h.opts.faults.joinLive && position < h.head:
 		h.live.add(s)
-		s.arm(max(position, h.head))
-		return
+		s.arm(h.head)
+		return false
+	case h.recent.covers(position, h.head):
+		h.live.add(s)
+		h.give(s, position)
+		return true
 	}
 	h.catchingUp.add(s)
+	return false
 }
 
 // goLive is the decision the join turns on: a catching-up stream that has
 // handed out everything up to position joins the live set in this turn
-// only if no commit came after position; otherwise it reads more. Events
-// committed while it caught up are never lost: they are in the backlog.
-func (h *hub) goLive(s *stream, position int64) bool {
-	if position < h.head {
-		return false
+// only if every commit after position is among the recent ones (none, at
+// the head), which it is given; otherwise it reads more, up to where the
+// recent ones start. Events committed while it caught up are never lost:
+// they are in the backlog.
+func (h *hub) goLive(s *stream, position int64) (live bool, until int64) {
+	if !h.recent.covers(position, h.head) {
+		return false, h.readUntil(position)
 	}
 	switch {
 	case h.catchingUp.has(s):
 		delete(h.catchingUp, s)
 		h.live.add(s)
 	case !h.live.has(s):
-		return false // no longer registered: ended, or its client left
+		return false, 0 // no longer registered: ended, or its client left
 	}
+	h.give(s, position)
+	return true, 0
+}
+
+// give arms a stream that joins the live set at position and pushes it the
+// recent commits after position; if they do not fit, it is demoted at once.
+func (h *hub) give(s *stream, position int64) {
 	s.arm(position)
-	return true
+	if !s.offer(h.recent.after(position)) {
+		h.demote(s)
+	}
+}
+
+// readUntil is how far a stream at position reads the backlog before it
+// asks to go live: up to the recent commits, or to the head (0) if none
+// is buffered.
+func (h *hub) readUntil(position int64) int64 {
+	if first := h.recent.first(h.head + 1); first <= h.head && position < first-1 {
+		return first - 1
+	}
+	return 0
 }
 
 // demote sends a live stream back to catching up at what it was given.
@@ -223,10 +266,12 @@ func (h *hub) apply(r backlog.Result, items []*Item) {
 	}
 	if r.First != h.head+1 {
 		h.head = r.Last
+		h.recent.reset()
 		h.demoteAll()
 		return
 	}
 	h.head = r.Last
+	h.recent.add(items)
 	for s := range h.live {
 		if !s.offer(items) {
 			h.demote(s)
@@ -257,9 +302,17 @@ func (h *hub) stopIfRetired(ctx actor.Context) {
 	}
 }
 
-// tick runs the periodic head check and the passivation clock.
+// ageMargin is how much sooner than the backlog's age retention the
+// recent commits let an event go: the hub's clock ticks once a second.
+const ageMargin = 5 * time.Second
+
+// tick runs the periodic head check, the recent commits' expiry and the
+// passivation clock.
 func (h *hub) tick(ctx actor.Context) {
 	h.ticks++
+	if h.opts.RetentionAge > 0 {
+		h.recent.expire(time.Now().Add(-h.opts.RetentionAge + ageMargin))
+	}
 	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && len(h.live) > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
@@ -302,6 +355,7 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 	if msg.check {
 		if msg.head > h.head && h.inflight == 0 {
 			h.head = msg.head
+			h.recent.reset()
 			h.demoteAll()
 		}
 		return

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"edgehub/actors"
 	"edgehub/backlog"
 	"edgehub/event"
+	"edgehub/limits"
 )
 
 // wait bounds how long a test waits for an answer that must come; reaching
@@ -31,9 +35,12 @@ type harness struct {
 	// manager inside the passivation window.
 	beforeIdle atomic.Pointer[func()]
 	onIdle     atomic.Pointer[func()]
-	// onRead, when set, runs inside every backlog read of a catch-up page.
-	onRead atomic.Pointer[func()]
-	count  atomic.Int64
+	// onRead, when set, runs inside every backlog read of a catch-up page;
+	// reads records each one.
+	onRead  atomic.Pointer[func()]
+	readsMu sync.Mutex
+	reads   []pageRead
+	count   atomic.Int64
 }
 
 // readHook runs the harness's onRead inside each page read.
@@ -46,7 +53,24 @@ func (r readHook) Read(ctx context.Context, tenant, topic string, after int64, l
 	if f := r.h.onRead.Load(); f != nil && *f != nil {
 		(*f)()
 	}
-	return r.SQLite.Read(ctx, tenant, topic, after, limit, maxBytes)
+	p, err := r.SQLite.Read(ctx, tenant, topic, after, limit, maxBytes)
+	r.h.readsMu.Lock()
+	r.h.reads = append(r.h.reads, pageRead{topic: topic, after: after, events: len(p.Events)})
+	r.h.readsMu.Unlock()
+	return p, err
+}
+
+// pageRead is one catch-up page read from the backlog.
+type pageRead struct {
+	topic  string
+	after  int64
+	events int
+}
+
+func (h *harness) pageReads() []pageRead {
+	h.readsMu.Lock()
+	defer h.readsMu.Unlock()
+	return slices.Clone(h.reads)
 }
 
 // gate holds every commit until released, when set.
@@ -62,10 +86,19 @@ func (g *gate) CommitBatch(ctx context.Context, reqs []*backlog.Publish) ([]back
 	return g.SQLite.CommitBatch(ctx, reqs)
 }
 
+// newHarness keeps no recent commits in its hubs: a stream behind the head
+// always reads the backlog, which is what most of these tests are about.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, -1, nil)
+}
+
+// newHarnessWith keeps recentEvents commits per hub, their bytes from
+// budget (nil: unbounded).
+func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget) *harness {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := backlog.OpenSQLite(context.Background(), t.TempDir(), logger)
+	l, err := backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +107,7 @@ func newHarness(t *testing.T) *harness {
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	h.hubs, err = NewRouter(h.sys, Options{
 		Log: readHook{SQLite: l, h: h}, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
+		RecentEvents: recentEvents, RecentBudget: budget, StreamBuffer: 1 << 20,
 		Manager: actors.Options{
 			OnIdle: func(string) {
 				if f := h.onIdle.Load(); f != nil {
@@ -101,12 +135,24 @@ func newHarness(t *testing.T) *harness {
 }
 
 func (h *harness) sendPublish(data string) chan publishReply {
+	return h.sendPublishTo("x", data)
+}
+
+func (h *harness) sendPublishTo(topic, data string) chan publishReply {
 	reply := make(chan publishReply, 1)
-	h.hubs.manager.Send(Key("t", "x"), &publish{
-		req:   &backlog.Publish{Tenant: "t", Topic: "x", Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
+	h.hubs.manager.Send(Key("t", topic), &publish{
+		req:   &backlog.Publish{Tenant: "t", Topic: topic, Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}},
 		reply: reply,
 	})
 	return reply
+}
+
+// publishTo publishes data to topic and waits for the commit.
+func (h *harness) publishTo(topic, data string) {
+	h.t.Helper()
+	if r := recv(h.t, h.sendPublishTo(topic, data), "publish"); r.err != nil || r.result.Err != nil {
+		h.t.Fatalf("publish to %s: %v %v", topic, r.err, r.result.Err)
+	}
 }
 
 func (h *harness) sendWatch(st *stream) chan joined {
@@ -116,8 +162,8 @@ func (h *harness) sendWatch(st *stream) chan joined {
 }
 
 // sendGoLive asks the hub to take st live at position.
-func (h *harness) sendGoLive(j joined, st *stream, position int64) chan bool {
-	live := make(chan bool, 1)
+func (h *harness) sendGoLive(j joined, st *stream, position int64) chan liveReply {
+	live := make(chan liveReply, 1)
 	h.sys.Root.Send(j.hub, &goLive{stream: st, position: position, reply: live})
 	return live
 }
@@ -277,7 +323,7 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 		t.Fatalf("slow stream: %d items, demoted %v", len(items), demoted)
 	}
 	// Asking to go live behind the head is refused: there is more to read.
-	if recv(t, h.sendGoLive(js, slow, items[len(items)-1].Event.Seq), "go live") {
+	if recv(t, h.sendGoLive(js, slow, items[len(items)-1].Event.Seq), "go live").live {
 		t.Fatal("hub took a stream live behind its head")
 	}
 }
@@ -300,7 +346,7 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 			if _, demoted, _ := st.take(); !demoted {
 				t.Fatal("stream signalled but not demoted")
 			}
-			if recv(t, h.sendGoLive(j, st, 0), "go live") {
+			if recv(t, h.sendGoLive(j, st, 0), "go live").live {
 				t.Fatal("hub took the stream live at 0 with head 1")
 			}
 			return
@@ -381,5 +427,120 @@ func TestStreamEndedDuringItsLastPageEnds(t *testing.T) {
 	}
 	if enc.events != 2 {
 		t.Fatalf("handed out %d events of the page read as it ended, want 2", enc.events)
+	}
+}
+
+// drain reads a subscription as a writer does until it has handed out
+// every event through last, and returns their sequence numbers.
+func drain(t *testing.T, sub *Subscription, last int64) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	enc := &seqs{}
+	for sub.Position() < last {
+		select {
+		case <-sub.Ready():
+		case <-ctx.Done():
+			t.Fatalf("stream stopped at %d, want %d", sub.Position(), last)
+		}
+		if _, err := sub.Next(ctx, enc, nil, 64<<10); err != nil {
+			t.Fatalf("next: %v", err)
+		}
+	}
+	return enc.got
+}
+
+// seqs is an Encoder that records the sequence numbers it is handed.
+type seqs struct{ got []int64 }
+
+func (s *seqs) AppendEvent(b []byte, e *event.Event, _ []byte) []byte {
+	s.got = append(s.got, e.Seq)
+	return append(b, '.')
+}
+
+func (s *seqs) AppendGap(b []byte, from, to int64) []byte {
+	s.got = append(s.got, -from, -to)
+	return append(b, 'g')
+}
+
+func wantSeqs(t *testing.T, got []int64, from, to int64) {
+	t.Helper()
+	want := []int64{}
+	for s := from; s <= to; s++ {
+		want = append(want, s)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// A reconnect a few events behind, inside the hub's recent commits, joins
+// live in one hub turn and is given them from memory: no backlog page is
+// read, and each event comes once, in order.
+func TestJoinInsideRecentReadsNoPage(t *testing.T) {
+	h := newHarnessWith(t, 1024, nil)
+	for i := 0; i < 10; i++ {
+		h.publish(`"e"`)
+	}
+	sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	wantSeqs(t, drain(t, sub, 10), 6, 10)
+	h.publish(`"live"`)
+	wantSeqs(t, drain(t, sub, 11), 11, 11)
+	if reads := h.pageReads(); len(reads) != 0 {
+		t.Fatalf("read %d backlog pages: %+v", len(reads), reads)
+	}
+}
+
+// A stream just behind the recent commits reads exactly the events before
+// them from the backlog, one page, then joins live and is given the rest
+// from memory: each event once, in order.
+func TestJoinJustOutsideRecentReadsOnlyTheMissingRange(t *testing.T) {
+	h := newHarnessWith(t, 4, nil) // holds 7..10 of 10
+	for i := 0; i < 10; i++ {
+		h.publish(`"e"`)
+	}
+	sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	wantSeqs(t, drain(t, sub, 10), 5, 10)
+	reads := h.pageReads()
+	if len(reads) != 1 || reads[0].after != 4 || reads[0].events != 2 {
+		t.Fatalf("backlog reads %+v; want one, after 4, of events 5 and 6", reads)
+	}
+	h.publish(`"live"`)
+	wantSeqs(t, drain(t, sub, 11), 11, 11)
+}
+
+// The recent commits' bytes come from one budget that all hubs share, so
+// their total is bounded however many topics are busy, and they go back
+// when the hubs stop.
+func TestRecentBytesComeFromTheBudget(t *testing.T) {
+	const total = 2000 // about 20 envelopes, of the 500 published below
+	budget := limits.NewBudget(total, "recent events")
+	h := newHarnessWith(t, 1024, budget)
+	for topic := 0; topic < 50; topic++ {
+		for i := 0; i < 10; i++ {
+			h.publishTo(fmt.Sprintf("x%d", topic), `"e"`)
+		}
+	}
+	if budget.Grow(total) {
+		t.Fatal("the budget is untouched while 50 hubs hold recent commits")
+	}
+	h.hubs.EndTenant("t")
+	deadline := time.Now().Add(wait)
+	for h.count.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("hubs not stopped")
+		}
+		time.Sleep(time.Millisecond) // polling the gauge the manager sets
+	}
+	if !budget.Grow(total) {
+		t.Fatal("stopped hubs kept bytes of the budget")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -38,6 +39,17 @@ type Options struct {
 	// PageSize is how many events a catching-up stream reads at a time
 	// (default 1000); tests make it small to hold a stream between pages.
 	PageSize int
+	// RecentEvents is how many of its newest commits a hub keeps, so that
+	// a stream a little behind joins without reading the backlog (0: 1024;
+	// negative: none). RecentBudget bounds their bytes across all hubs
+	// (nil: unbounded).
+	RecentEvents int
+	RecentBudget *limits.Budget
+	// RetentionEvents and RetentionAge are the backlog's retention: the
+	// recent commits never hold an event that retention may have removed
+	// from the log, so a stream behind still gets its gap.
+	RetentionEvents int64
+	RetentionAge    time.Duration
 	// IdleTicks is how many manager ticks with no stream and no publish in
 	// flight make a hub report idle.
 	IdleTicks int
@@ -99,10 +111,20 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 	if o.ReadBudget == nil {
 		o.ReadBudget = limits.NewBudget(0, "read answers")
 	}
+	if o.RecentEvents == 0 {
+		o.RecentEvents = 1024
+	}
+	if o.RetentionEvents > 0 && int64(o.RecentEvents) > o.RetentionEvents {
+		o.RecentEvents = int(o.RetentionEvents)
+	}
+	if o.RecentBudget == nil {
+		o.RecentBudget = limits.NewBudget(0, "recent events")
+	}
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &hub{tenant: tenant, topic: topic, opts: &o, live: streamSet{}, catchingUp: streamSet{}}
+			return &hub{tenant: tenant, topic: topic, opts: &o, live: streamSet{}, catchingUp: streamSet{},
+				recent: recent{limit: o.RecentEvents, budget: o.RecentBudget}}
 		})
 	}, o.Manager)
 	if err != nil {
@@ -199,7 +221,7 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 		sub.hold.Release()
 		return nil, j.err
 	}
-	sub.hub, sub.head, sub.position, sub.live = j.hub, j.head, j.position, j.position >= j.head
+	sub.hub, sub.head, sub.position, sub.live, sub.until = j.hub, j.head, j.position, j.live, j.until
 	if sub.snapshot != nil {
 		// The hub's head may trail the snapshot's read: the commit notice
 		// can be on its way. Hello never reports a head below it.

@@ -62,9 +62,12 @@ type Subscription struct {
 	page     []event.Event
 	pageHead int64
 	pages    int
-	// atHead says the last page reached the head it was read at: the next
-	// step is to ask the hub to go live.
+	// atHead says the last page reached the head it was read at, or
+	// until: the next step is to ask the hub to go live.
 	atHead bool
+	// until, if not 0, is as far as the stream reads the backlog before it
+	// asks to go live: the hub keeps the commits after it (hub.recent).
+	until int64
 	// items are live events taken from the queue and not yet handed out;
 	// demoted and ended are what the hub said with them.
 	items          []*Item
@@ -178,7 +181,7 @@ func (s *Subscription) catchUp(ctx context.Context, enc Encoder, b []byte, limit
 	if len(s.page) == 0 {
 		s.page = nil // the page's array goes with its last event
 	}
-	if len(s.page) == 0 && s.position >= s.pageHead {
+	if len(s.page) == 0 && (s.position >= s.pageHead || s.until > 0 && s.position >= s.until) {
 		s.atHead = true
 	}
 	s.stream.signal() // the rest of the page, the next one, or going live
@@ -195,15 +198,16 @@ func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit 
 	if s.stream.isEnded() {
 		return b, ErrEnded
 	}
-	reply := make(chan bool, 1)
+	reply := make(chan liveReply, 1)
 	s.router.opts.root.Send(s.hub, &goLive{stream: s.stream, position: s.position, reply: reply})
 	if hook := s.router.opts.Hooks.AfterGoLive; hook != nil {
 		hook(s.tenant, s.topic)
 	}
 	for {
 		select {
-		case live := <-reply:
-			if !live {
+		case r := <-reply:
+			s.until = r.until
+			if !r.live {
 				s.stream.signal() // the head moved on: read more
 				return b, nil
 			}
@@ -232,7 +236,11 @@ func (s *Subscription) readPage(ctx context.Context) (backlog.Page, error) {
 		if err := s.hold.Wait(ctx, want); err != nil {
 			return backlog.Page{}, fmt.Errorf("catch up %s/%s after %d: %w", s.tenant, s.topic, s.position, err)
 		}
-		page, err := opts.Log.Read(ctx, s.tenant, s.topic, s.position, opts.PageSize, catchUpBytes)
+		limit := opts.PageSize
+		if s.until > 0 {
+			limit = int(min(int64(limit), max(1, s.until-s.position)))
+		}
+		page, err := opts.Log.Read(ctx, s.tenant, s.topic, s.position, limit, catchUpBytes)
 		if err != nil {
 			return page, fmt.Errorf("catch up %s/%s after %d: %w", s.tenant, s.topic, s.position, err)
 		}

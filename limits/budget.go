@@ -69,3 +69,20 @@ func (b *Budget) releaser(n int64) func() {
 		}
 	}
 }
+
+// Grow takes n bytes if they are free now, for a holder that keeps a
+// running total and gives it back in parts with Shrink (the hubs' recent
+// events). It takes nothing and says false when they are not free.
+func (b *Budget) Grow(n int64) bool {
+	if b.sem == nil || n <= 0 {
+		return true
+	}
+	return b.sem.TryAcquire(n)
+}
+
+// Shrink gives back n bytes that Grow took.
+func (b *Budget) Shrink(n int64) {
+	if b.sem != nil && n > 0 {
+		b.sem.Release(n)
+	}
+}

@@ -141,7 +141,7 @@ func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 func openLog(t *testing.T, dir string) (*backlog.SQLite, *slog.Logger) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := backlog.OpenSQLite(context.Background(), dir, logger)
+	l, err := backlog.OpenSQLite(context.Background(), dir, logger, backlog.SyncFull)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,11 +50,22 @@ type Config struct {
 	RetentionEvents int64         `default:"1000000" env:"EDGEHUB_RETENTION_EVENTS" help:"Events kept per topic."`
 	RetentionAge    time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
 	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
+	// Sync is how durable a commit is before it is answered.
+	Sync string `default:"full" enum:"full,normal" env:"EDGEHUB_SYNC" help:"full: every answered commit survives a power loss (an fsync per commit group); normal: one survives a crash of the process, and a power loss may lose the last ones."`
+	// MaxRecentBytes bounds the newest commits all hubs keep in memory, so
+	// that a stream a little behind joins without reading the backlog.
+	MaxRecentBytes int64 `default:"67108864" env:"EDGEHUB_MAX_RECENT_BYTES" help:"Bytes of recent events the hubs keep in memory, in all, for streams that reconnect a little behind (0: no bound)."`
+	// PprofAddr, if set, serves /debug/pprof there, apart from the API.
+	PprofAddr string `env:"EDGEHUB_PPROF_ADDR" help:"Loopback address to serve /debug/pprof on (off when empty)."`
 	// IdleAfter is how long a topic's hub stays up with nothing to do.
 	IdleAfter time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
 	// PageSize is hub.Options.PageSize (0: the hub's default); it is no
 	// flag, and tests make it small to hold a stream between pages.
 	PageSize int `kong:"-"`
+	// RecentEvents is hub.Options.RecentEvents (0: the hub's default); it
+	// is no flag, and tests turn the recent commits off (-1) to drive a
+	// stream through the backlog.
+	RecentEvents int `kong:"-"`
 
 	// Limits caps open streams and the publish rate.
 	Limits `embed:""`
@@ -136,6 +147,7 @@ type Server struct {
 	metrics   *metrics.Metrics
 	ready     atomic.Bool
 
+	pprof         *http.Server // nil unless --pprof-addr
 	stopRetention context.CancelFunc
 	retained      chan struct{}
 }
@@ -169,7 +181,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	if err != nil {
 		return nil, err
 	}
-	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger)
+	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger, backlog.Sync(cfg.Sync))
 	if err != nil {
 		return nil, errors.Join(err, lock.Close())
 	}
@@ -192,7 +204,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	readBudget := limits.NewBudget(cfg.MaxReadBytes, "read answers")
 	s.hubs, err = hub.NewRouter(s.system, hub.Options{
 		Log: log, Committer: s.committer, Logger: logger, Metrics: m, ReadBudget: readBudget,
-		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize,
+		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize, RecentEvents: cfg.RecentEvents,
+		RecentBudget:    limits.NewBudget(cfg.MaxRecentBytes, "recent events"),
+		RetentionEvents: cfg.RetentionEvents, RetentionAge: cfg.RetentionAge,
 		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: 10,
 		Manager: actors.Options{
 			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
@@ -238,6 +252,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	} else {
 		go s.retain(rctx, time.Second)
 	}
+	if cfg.PprofAddr != "" {
+		if s.pprof, err = servePprof(cfg.PprofAddr, logger); err != nil {
+			return nil, errors.Join(err, s.Shutdown(ctx))
+		}
+	}
 	s.ready.Store(true)
 	return s, nil
 }
@@ -276,7 +295,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopRetention()
 	<-s.retained
 	s.system.Shutdown()
-	return errors.Join(herr, s.log.Close(), s.lock.Close())
+	var perr error
+	if s.pprof != nil {
+		perr = s.pprof.Close()
+	}
+	return errors.Join(herr, perr, s.log.Close(), s.lock.Close())
 }
 
 // claimMode refuses a data directory written in the other mode (see
