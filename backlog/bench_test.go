@@ -22,6 +22,20 @@ func BenchmarkAppendOneEventPerCommit(b *testing.B) {
 
 // Many concurrent single-event publishes through the committer, which
 // groups them: the events/s that grouping buys.
+// A batch of 1000 events in one commit, as an NDJSON publish makes it;
+// reported per event.
+func BenchmarkCommitBatchOf1000(b *testing.B) {
+	l := openTest(b)
+	req := []*Publish{{Tenant: "a", Topic: "x", Batch: true, Events: events(1000)}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.CommitBatch(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
+}
+
 func BenchmarkCommitterConcurrentSingles(b *testing.B) {
 	l := openTest(b)
 	c := NewCommitter(l, CommitterOptions{})

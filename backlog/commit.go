@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"edgehub/event"
@@ -84,6 +85,7 @@ type commitTx struct {
 	quotas  Quotas
 	topics  map[[2]string]*topicState
 	tenants map[string]*tenantState
+	args    []any // insertMany's arguments, reused across its calls
 
 	statements
 }
@@ -93,11 +95,13 @@ type commitTx struct {
 // Tx.StmtContext: preparing them afresh per commit was most of the CPU
 // of a one-event commit.
 type statements struct {
-	insert, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
-	deletedSince                                     *sql.Stmt
-	getTopic, newTopic, setTopic                     *sql.Stmt
-	upsertKey, deleteKey, keySize                    *sql.Stmt
-	getTenant, getUsage, setUsage                    *sql.Stmt
+	// insert writes one event, insertMany insertRows of them: a batch
+	// pays the statement's fixed cost once per insertRows events.
+	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
+	deletedSince                                                 *sql.Stmt
+	getTopic, newTopic, setTopic                                 *sql.Stmt
+	upsertKey, deleteKey, keySize                                *sql.Stmt
+	getTenant, getUsage, setUsage                                *sql.Stmt
 }
 
 type statementSQL struct {
@@ -108,6 +112,8 @@ type statementSQL struct {
 func (st *statements) list() []statementSQL {
 	return []statementSQL{
 		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insertMany, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES ` +
+			strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
@@ -410,13 +416,15 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	for i, e := range req.Events {
 		t.head++
 		e.Seq, e.Time = t.head, now
-		if _, err := a.insert.ExecContext(a.ctx, t.id, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
-			return Result{}, fmt.Errorf("insert event %d of %s/%s: %w", e.Seq, req.Tenant, req.Topic, err)
-		}
-		if err := a.fold(t.id, &e); err != nil {
-			return Result{}, fmt.Errorf("fold event %d of %s/%s into state: %w", e.Seq, req.Tenant, req.Topic, err)
-		}
 		r.Events[i] = e
+	}
+	if err := a.insertEvents(t.id, r.Events, nanos); err != nil {
+		return Result{}, fmt.Errorf("insert events %d..%d of %s/%s: %w", r.First, t.head, req.Tenant, req.Topic, err)
+	}
+	for i := range r.Events {
+		if err := a.fold(t.id, &r.Events[i]); err != nil {
+			return Result{}, fmt.Errorf("fold event %d of %s/%s into state: %w", r.Events[i].Seq, req.Tenant, req.Topic, err)
+		}
 	}
 	r.Last = t.head
 	if req.IdemKey != "" {
@@ -425,4 +433,31 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// insertRows is how many events one insertMany writes.
+const insertRows = 32
+
+// insertEvents writes events, numbered already, insertRows at a time and
+// the rest one by one.
+func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64) error {
+	for len(events) >= insertRows {
+		args := a.args[:0]
+		for i := range events[:insertRows] {
+			e := &events[i]
+			args = append(args, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data))
+		}
+		a.args = args
+		if _, err := a.insertMany.ExecContext(a.ctx, args...); err != nil {
+			return err
+		}
+		events = events[insertRows:]
+	}
+	for i := range events {
+		e := &events[i]
+		if _, err := a.insert.ExecContext(a.ctx, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
