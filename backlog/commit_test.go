@@ -3,6 +3,7 @@ package backlog
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -215,5 +216,48 @@ func TestDevTenantWebhookKeyGoesWithItsDeletion(t *testing.T) {
 	}
 	if r := commitOne(t, l, hook()); !r.Duplicate || r.First != 1 {
 		t.Fatalf("a repeat after the deletion: %+v", r)
+	}
+}
+
+// Batches of every size around the rows one insert statement writes are
+// stored whole: every event, numbered in line order after the last, with
+// its own data and type, and keyed events fold into the state in order.
+func TestBatchStoresEveryEventInOrder(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	var want, wantTypes []string
+	for _, n := range []int{1, insertRows - 1, insertRows, insertRows + 1, 3*insertRows + 5} {
+		evs := make([]event.Event, n)
+		for i := range evs {
+			data := fmt.Sprintf(`{"batch":%d,"i":%d}`, n, i)
+			evs[i] = event.Event{Type: fmt.Sprintf("t%d", i%3), Key: "k", Op: event.OpUpsert, Data: json.RawMessage(data)}
+			want, wantTypes = append(want, data), append(wantTypes, evs[i].Type)
+		}
+		res, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Batch: true, Events: evs}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("batch of %d: %v %v", n, err, res[0].Err)
+		}
+		if got := res[0].Last - res[0].First + 1; got != int64(n) {
+			t.Fatalf("batch of %d answered %d..%d", n, res[0].First, res[0].Last)
+		}
+	}
+	page, err := l.Read(ctx, "a", "x", 0, 1000, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != len(want) {
+		t.Fatalf("%d events stored, %d published", len(page.Events), len(want))
+	}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) || string(e.Data) != want[i] || e.Type != wantTypes[i] {
+			t.Fatalf("event %d: seq %d %s %s, want seq %d %s %s", i, e.Seq, e.Type, e.Data, i+1, wantTypes[i], want[i])
+		}
+	}
+	st, err := l.State(ctx, "a", "x", func(int64) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantState := fmt.Sprintf(`{"seq":%d,"state":{"k":%s}}`, len(want), want[len(want)-1]); string(st.JSON) != wantState {
+		t.Fatalf("state %s, want %s", st.JSON, wantState)
 	}
 }
