@@ -1,7 +1,3 @@
-// Command edgeload measures a running Edgehub over real HTTP on loopback:
-// publish throughput and latency, NDJSON batch throughput, fan-out latency
-// to many watchers, catch-up rate, and memory per idle stream. Every run is
-// bounded in requests and time; it refuses targets that are not loopback.
 package main
 
 import (
@@ -28,7 +24,12 @@ import (
 	"edgehub/sse"
 )
 
-func main() {
+// legacyMain measures one running Edgehub at --server: publish throughput
+// and latency, NDJSON batches, fan-out latency, catch-up rate, memory per
+// idle stream, and the scenarios that need a server of their own (state,
+// retention). Every run is bounded in requests and time; it refuses
+// targets that are not loopback.
+func legacyMain() {
 	server := flag.String("server", "http://127.0.0.1:8080", "hub to measure (loopback only)")
 	only := flag.String("only", "", "comma-separated scenarios to run (default all but retention): publish,batch,fanout,catchup,memory,state,retention")
 	stateKeys := flag.Int("state-keys", 10000, "keys in the state scenario")
