@@ -5,29 +5,25 @@ import (
 	"html"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // point is one fan-out case of one target on the chart.
 type point struct {
 	watchers float64
+	rate     int
 	p50, p99 spread
 }
 
-// series are the chart's lines: a target, and its rate when the fan-out
-// cases have more than one.
+// series are the chart's lines, one per target, through its fan-out
+// cases in order of watchers.
 type series struct {
-	name, target string
-	points       []point
+	target string
+	points []point
 }
 
 func (b *bench) fanoutSeries() []series {
-	rates := map[any]bool{}
-	for _, cr := range b.results {
-		if cr.c.scenario == "fanout" {
-			rates[cr.c.params["rate"]] = true
-		}
-	}
 	var ss []series
 	for _, cr := range b.results {
 		if cr.c.scenario != "fanout" {
@@ -39,21 +35,18 @@ func (b *bench) fanoutSeries() []series {
 			if !ok1 || !ok2 {
 				continue
 			}
-			name := t
-			if len(rates) > 1 {
-				name = fmt.Sprintf("%s, %v/s", t, cr.c.params["rate"])
-			}
-			i := slices.IndexFunc(ss, func(s series) bool { return s.name == name })
+			i := slices.IndexFunc(ss, func(s series) bool { return s.target == t })
 			if i < 0 {
-				ss = append(ss, series{name: name, target: t})
+				ss = append(ss, series{target: t})
 				i = len(ss) - 1
 			}
 			w, _ := cr.c.params["watchers"].(int)
-			ss[i].points = append(ss[i].points, point{float64(w), p50, p99})
+			r, _ := cr.c.params["rate"].(int)
+			ss[i].points = append(ss[i].points, point{float64(w), r, p50, p99})
 		}
 	}
 	for i := range ss {
-		slices.SortFunc(ss[i].points, func(a, b point) int { return int(a.watchers - b.watchers) })
+		slices.SortStableFunc(ss[i].points, func(a, b point) int { return int(a.watchers - b.watchers) })
 	}
 	return ss
 }
@@ -76,6 +69,8 @@ func (b *bench) svg() string {
 	}
 	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	var xs []float64
+	rates := map[float64][]int{} // the rates measured at each watcher count
+	allRates := map[int]bool{}
 	for _, s := range ss {
 		for _, p := range s.points {
 			xmin, xmax = math.Min(xmin, p.watchers), math.Max(xmax, p.watchers)
@@ -83,6 +78,10 @@ func (b *bench) svg() string {
 			if !slices.Contains(xs, p.watchers) {
 				xs = append(xs, p.watchers)
 			}
+			if !slices.Contains(rates[p.watchers], p.rate) {
+				rates[p.watchers] = append(rates[p.watchers], p.rate)
+			}
+			allRates[p.rate] = true
 		}
 	}
 	ymin = math.Max(ymin, 0.001)
@@ -109,9 +108,23 @@ func (b *bench) svg() string {
 	slices.Sort(xs)
 	for _, x := range xs {
 		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px(x), px(x), top, h-bottom)
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px(x), h-bottom+18, num(x))
+		label := num(x)
+		if len(allRates) > 1 {
+			var rs []string
+			for _, r := range rates[x] {
+				rs = append(rs, strconv.Itoa(r))
+			}
+			label += " at " + strings.Join(rs, ", ") + "/s"
+		}
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px(x), h-bottom+18, label)
 	}
-	fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">watchers on one topic</text>`+"\n", left+(w-left-right)/2, h-12)
+	axis := "watchers on one topic"
+	if len(allRates) == 1 {
+		for r := range allRates {
+			axis += fmt.Sprintf(", %d events/s", r)
+		}
+	}
+	fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", left+(w-left-right)/2, h-12, axis)
 	fmt.Fprintf(&sb, `<text x="18" y="%.1f" text-anchor="middle" transform="rotate(-90 18 %.1f)">latency, ms</text>`+"\n", top+(h-top-bottom)/2, top+(h-top-bottom)/2)
 	// Lines, markers and bars.
 	spare := []string{"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
@@ -136,7 +149,7 @@ func (b *bench) svg() string {
 				strings.Join(pts, " "), color, pc.dash)
 		}
 		ly := top + 10 + float64(i)*40
-		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", w-right+14, ly, color, html.EscapeString(s.name))
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", w-right+14, ly, color, html.EscapeString(s.target))
 		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+
 			`<text x="%.1f" y="%.1f">p50</text>`+"\n", w-right+14, w-right+40, ly+14, ly+14, color, w-right+46, ly+18)
 		fmt.Fprintf(&sb, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2" stroke-dasharray="6 4"/>`+
