@@ -39,7 +39,7 @@ var scales = map[string]sizes{
 	"tiny": {publish1: 100, publish16: 400, batches: 2, fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
 		idle: 100, settle: 200 * time.Millisecond, catchup: 1000, topics: 200},
 	"medium": {publish1: 1000, publish16: 5000, batches: 10, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 10000},
+		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000},
 	"full": {publish1: 5000, publish16: 50000, batches: 100, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
 		fanoutFor: 10 * time.Second, idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000},
 }

@@ -122,31 +122,26 @@ func batches(ctx context.Context, t Target, count, size int) (*result, error) {
 type watcher struct {
 	track *tracker
 	lat   []int64
-	first int64 // Unix ns of its first delivery
-	last  int64 // and of its last
+	last  int64 // Unix ns of its last delivery
 	err   error // how its stream ended; read it once the stream is done
 	// openErr is err for a stream that ended before it was subscribed,
 	// set before it counts as ready.
 	openErr error
 	ready   atomic.Bool
-	filled  atomic.Bool // it has every event it waits for
 	ended   atomic.Bool // its stream is over
 }
 
 // openWatchers opens n streams, 64 at a time, each on the topic that
 // topicOf names, and returns once every stream is subscribed or has
-// failed. onFull is called (once) by a watcher that has all of want.
-func openWatchers(ctx context.Context, t Target, n int, topicOf func(int) string, fromStart bool, want int64,
-	strict bool, onFull func(), done *sync.WaitGroup,
+// failed. Each expects events numbered 1..capacity at most.
+func openWatchers(ctx context.Context, t Target, n int, topicOf func(int) string, fromStart bool, capacity int64,
+	strict bool, done *sync.WaitGroup,
 ) ([]*watcher, error) {
 	ws := make([]*watcher, n)
 	var ready sync.WaitGroup
 	gate := make(chan struct{}, 64)
 	for i := range ws {
-		w := &watcher{track: newTracker(want, strict)}
-		if want > 0 {
-			w.lat = make([]int64, 0, want)
-		}
+		w := &watcher{track: newTracker(capacity, strict), lat: make([]int64, 0, capacity)}
 		ws[i] = w
 		ready.Add(1)
 		select {
@@ -164,15 +159,9 @@ func openWatchers(ctx context.Context, t Target, n int, topicOf func(int) string
 			}
 			err := t.Watch(ctx, topicOf(i), fromStart, markReady, func(d Delivery) error {
 				w.track.add(d)
-				if w.first == 0 {
-					w.first = d.At
-				}
 				w.last = d.At
 				if d.Sent > 0 {
 					w.lat = append(w.lat, d.At-d.Sent)
-				}
-				if w.track.got == want && w.filled.CompareAndSwap(false, true) && onFull != nil {
-					onFull()
 				}
 				return nil
 			})
@@ -210,24 +199,20 @@ func openWatchers(ctx context.Context, t Target, n int, topicOf func(int) string
 	return ws, nil
 }
 
-// progress waits until every watcher is full or its stream is over or,
-// after a quiet period with no new delivery, gives up.
-func progress(ctx context.Context, full *atomic.Int64, n int, ws []*watcher, quiet time.Duration) {
+// drain waits until every watcher has total events or its stream is over
+// or, after a quiet period with no new delivery, gives up.
+func drain(ctx context.Context, ws []*watcher, total int64, quiet time.Duration) {
 	var lastGot int64 = -1
 	quietSince := time.Now()
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for full.Load() < int64(n) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	for {
 		var got int64
 		over := true
 		for _, w := range ws {
-			got += atomic.LoadInt64(&w.track.got)
-			over = over && (w.filled.Load() || w.ended.Load())
+			g := atomic.LoadInt64(&w.track.got)
+			got += g
+			over = over && (g >= total || w.ended.Load())
 		}
 		if over {
 			return
@@ -237,59 +222,74 @@ func progress(ctx context.Context, full *atomic.Int64, n int, ws []*watcher, qui
 		} else if time.Since(quietSince) > quiet {
 			return
 		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
-// fanout opens watchers live on one topic, then publishes rate events a
-// second for d from one publisher that paces itself on a fixed schedule
-// (a publish that ends late makes the next ones go at once): the latency
-// from just before each publish to its receipt at every watcher, the
-// publisher's achieved rate, deliveries a second, and the correctness of
-// every stream.
+// settle ends the watchers' streams and adds what they saw to r: the
+// violations of each stream against events 1..total, and the latencies.
+func settle(r *result, ws []*watcher, total int64, cancel func(), done *sync.WaitGroup) {
+	cancel()
+	done.Wait()
+	var all [][]int64
+	for _, w := range ws {
+		w.track.want = total
+		r.violations.addTracker(w.track)
+		if w.err != nil && !errors.Is(w.err, context.Canceled) {
+			r.violations.add("stream_failed", 1)
+		}
+		all = append(all, w.lat)
+	}
+	r.latencies("", slices.Concat(all...))
+}
+
+// fanout opens watchers live on one topic, then publishes for d from one
+// publisher that sends rate events a second on a fixed schedule, each
+// once the previous one is answered (so a slow answer makes the next ones
+// go at once, and a saturated machine shows as a lower achieved rate):
+// the latency from just before each publish to its receipt at every
+// watcher, the publisher's achieved rate, deliveries a second, and the
+// correctness of every stream against the events published.
 func fanout(ctx context.Context, t Target, watchers, rate int, d time.Duration, strict bool) (*result, error) {
-	total := max(int(d.Seconds()*float64(rate)), 1)
+	capacity := max(int64(d.Seconds()*float64(rate)), 1)
 	var done sync.WaitGroup
 	defer done.Wait() // after cancel, which is deferred later and so runs first
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var full atomic.Int64
 	opened := time.Now()
-	ws, err := openWatchers(wctx, t, watchers, func(int) string { return "fanout" }, false, int64(total), strict,
-		func() { full.Add(1) }, &done)
+	ws, err := openWatchers(wctx, t, watchers, func(int) string { return "fanout" }, false, capacity, strict, &done)
 	if err != nil {
 		return nil, err
 	}
 	openSeconds := time.Since(opened).Seconds()
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
-	for i := 1; i <= total; i++ {
-		if wait := time.Until(start.Add(time.Duration(i-1) * interval)); wait > 0 {
+	var published int64
+	for published < capacity && time.Since(start) < d {
+		if wait := time.Until(start.Add(time.Duration(published) * interval)); wait > 0 {
 			time.Sleep(wait)
 		}
-		if _, err := t.Publish(ctx, "fanout", payload(int64(i), "")); err != nil {
+		if _, err := t.Publish(ctx, "fanout", payload(published+1, "")); err != nil {
 			return nil, err
 		}
+		published++
 	}
-	published := time.Since(start)
-	progress(ctx, &full, watchers, ws, 10*time.Second)
+	publishing := time.Since(start)
+	drain(ctx, ws, published, 10*time.Second)
 	time.Sleep(200 * time.Millisecond) // a duplicate after the last event still counts
-	cancel()
-	done.Wait()
 	r := newResult()
-	var all [][]int64
+	settle(r, ws, published, cancel, &done)
 	var last int64
 	deliveries := 0
 	for _, w := range ws {
-		r.violations.addTracker(w.track)
-		if w.err != nil && !errors.Is(w.err, context.Canceled) {
-			r.violations.add("stream_failed", 1)
-		}
-		all = append(all, w.lat)
 		deliveries += int(w.track.got)
 		last = max(last, w.last)
 	}
-	r.latencies("", slices.Concat(all...))
-	r.metrics["publish_rate"] = float64(total) / published.Seconds()
+	r.metrics["publish_rate"] = float64(published) / publishing.Seconds()
 	if last > 0 {
 		r.metrics["deliveries_per_s"] = float64(deliveries) / (float64(last-start.UnixNano()) / 1e9)
 	}
@@ -320,22 +320,21 @@ func catchup(ctx context.Context, t Target, k int, strict bool) (*result, error)
 		}
 	}
 	var done sync.WaitGroup
-	defer done.Wait() // after cancel, which is deferred later and so runs first
+	defer done.Wait()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var full atomic.Int64
 	start := time.Now()
-	ws, err := openWatchers(wctx, t, 1, func(int) string { return "catchup" }, true, int64(k), strict,
-		func() { full.Add(1) }, &done)
+	ws, err := openWatchers(wctx, t, 1, func(int) string { return "catchup" }, true, int64(k), strict, &done)
 	if err != nil {
 		return nil, err
 	}
-	progress(ctx, &full, 1, ws, 10*time.Second)
-	cancel()
-	done.Wait()
-	w := ws[0]
+	drain(ctx, ws, int64(k), 10*time.Second)
 	r := newResult()
-	r.violations.addTracker(w.track)
+	settle(r, ws, int64(k), cancel, &done)
+	for _, m := range []string{"p50_ms", "p90_ms", "p99_ms", "max_ms"} {
+		delete(r.metrics, m) // the events were sent before the watcher came: no latency to speak of
+	}
+	w := ws[0]
 	if w.err != nil && !errors.Is(w.err, context.Canceled) {
 		return r, w.err
 	}
@@ -364,7 +363,7 @@ func idle(ctx context.Context, t Target, n int, settle time.Duration) (*result, 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if _, err := openWatchers(wctx, t, n, func(i int) string { return fmt.Sprintf("idle-%d", i%100) }, false, 0, false,
-		nil, &done); err != nil {
+		&done); err != nil {
 		return nil, err
 	}
 	time.Sleep(settle) // let the server's allocations settle before reading its RSS
