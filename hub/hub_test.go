@@ -544,3 +544,27 @@ func TestRecentBytesComeFromTheBudget(t *testing.T) {
 		t.Fatal("stopped hubs kept bytes of the budget")
 	}
 }
+
+// A commit notice that skips ahead (another process committed, or a
+// notice was lost) empties the recent commits, which are no longer
+// contiguous up to the head: a stream behind then reads the backlog and
+// gets every event, the one the hub never heard of included.
+func TestSkippedNoticeEmptiesRecent(t *testing.T) {
+	h := newHarnessWith(t, 1024, nil)
+	for i := 0; i < 3; i++ {
+		h.publish(`"e"`)
+	}
+	if _, err := h.log.CommitBatch(context.Background(), []*backlog.Publish{{Tenant: "t", Topic: "x",
+		Events: []event.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if seq := h.publish(`"after"`); seq != 5 {
+		t.Fatalf("publish got %d, want 5", seq)
+	}
+	sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	wantSeqs(t, drain(t, sub, 5), 3, 5)
+}
