@@ -120,29 +120,36 @@ func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit in
 // handLive hands out what the hub queued; after it, a demotion sends the
 // stream back to the backlog and an end ends it.
 func (s *Subscription) handLive(enc Encoder, b []byte, limit int) ([]byte, error) {
-	if len(s.items) == 0 {
-		s.items, s.demoted, s.ended = s.stream.take()
+	for {
+		for len(s.items) > 0 && len(b) < limit {
+			it := s.items[0]
+			b = enc.AppendEvent(b, &it.Event, it.Envelope)
+			s.position = it.Event.Seq
+			s.items[0] = nil
+			s.items = s.items[1:]
+		}
+		switch {
+		case len(s.items) > 0:
+			s.stream.signal() // the rest next time
+			return b, nil
+		case s.ended:
+			return b, ErrEnded
+		case s.demoted:
+			s.live, s.demoted = false, false
+			s.stream.signal()
+			return b, nil
+		}
+		// Everything taken is handed out: take what the hub queued since,
+		// with what it said since. Its signal may have been spent on a
+		// wake-up that handed out the last of the previous take, so the
+		// queue is looked at now, not on the next signal.
+		items, demoted, ended := s.stream.take()
+		if len(items) == 0 && !demoted && !ended {
+			s.items = nil // an idle stream keeps no array behind it
+			return b, nil
+		}
+		s.items, s.demoted, s.ended = items, demoted, ended
 	}
-	for len(s.items) > 0 && len(b) < limit {
-		it := s.items[0]
-		b = enc.AppendEvent(b, &it.Event, it.Envelope)
-		s.position = it.Event.Seq
-		s.items[0] = nil
-		s.items = s.items[1:]
-	}
-	if len(s.items) == 0 {
-		s.items = nil // an idle stream keeps no array behind it
-	}
-	switch {
-	case len(s.items) > 0:
-		s.stream.signal()
-	case s.ended:
-		return b, ErrEnded
-	case s.demoted:
-		s.live, s.demoted = false, false
-		s.stream.signal()
-	}
-	return b, nil
 }
 
 // catchUp hands out the backlog after the position, a page at a time. A
