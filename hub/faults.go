@@ -9,7 +9,7 @@ type faultHooks struct {
 	publish func(r *Router, msg *publish)
 	// overflow, if set, runs instead of demoting a stream whose queue is
 	// full, and says whether it dealt with the item.
-	overflow func(s *stream, it *Item) bool
+	overflow func(s *stream, it *item) bool
 	// joinLive puts every stream in the live set as it registers, even a
 	// stream that is behind the head.
 	joinLive bool

@@ -19,7 +19,7 @@ import (
 func injectedFaults() faultHooks {
 	var f faultHooks
 	if faults.On("drop-slow") {
-		f.overflow = func(s *stream, it *Item) bool {
+		f.overflow = func(s *stream, it *item) bool {
 			s.through = it.Event.Seq // the event is dropped
 			return true
 		}

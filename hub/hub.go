@@ -75,7 +75,7 @@ type (
 	committed struct {
 		result backlog.Result
 		err    error
-		items  []*Item
+		items  []*item
 		reply  chan<- publishReply
 	}
 	// headRead is the log's head, read outside the actor.
@@ -260,7 +260,7 @@ func (h *hub) demote(s *stream) {
 // old is ignored; one that skips ahead (a lost notice) moves the head and
 // sends every live stream back to the backlog, which holds the missing
 // range.
-func (h *hub) apply(r backlog.Result, items []*Item) {
+func (h *hub) apply(r backlog.Result, items []*item) {
 	if len(items) == 0 || r.Last <= h.head {
 		return
 	}
@@ -380,10 +380,10 @@ func refuse(msg any, err error) {
 // encode builds each event's envelope once, in the committer's goroutine,
 // so that fan-out to many streams shares the bytes and the hub does no
 // encoding in Receive.
-func encode(events []event.Event) []*Item {
-	items := make([]*Item, len(events))
+func encode(events []event.Event) []*item {
+	items := make([]*item, len(events))
 	for i := range events {
-		items[i] = &Item{Event: events[i], Envelope: events[i].AppendEnvelope(nil)}
+		items[i] = &item{Event: events[i], Envelope: events[i].AppendEnvelope(nil)}
 	}
 	return items
 }

@@ -14,7 +14,7 @@ import (
 type recent struct {
 	limit  int            // most events kept; fixed
 	budget *limits.Budget // shared by every hub; fixed
-	items  []*Item        // in sequence order, items[0] the oldest
+	items  []*item        // in sequence order, items[0] the oldest
 	bytes  int64          // of the envelopes in items, taken from budget
 }
 
@@ -34,7 +34,7 @@ func (r *recent) covers(position, head int64) bool {
 }
 
 // after is the buffered events after position; covers must hold.
-func (r *recent) after(position int64) []*Item {
+func (r *recent) after(position int64) []*item {
 	if len(r.items) == 0 || position >= r.items[len(r.items)-1].Event.Seq {
 		return nil
 	}
@@ -45,7 +45,7 @@ func (r *recent) after(position int64) []*Item {
 // oldest go to make room, in the count and in the budget; if the budget
 // cannot take the commit even then, the buffer is left empty, which is
 // contiguous too, and the next commit starts it again.
-func (r *recent) add(items []*Item) {
+func (r *recent) add(items []*item) {
 	if r.limit <= 0 {
 		return
 	}

@@ -6,9 +6,9 @@ import (
 	"edgehub/event"
 )
 
-// Item is a committed event with its envelope encoded once, in the
+// item is a committed event with its envelope encoded once, in the
 // committer's goroutine, for every stream that is sent it.
-type Item struct {
+type item struct {
 	Event    event.Event // the event as committed
 	Envelope []byte      // its JSON envelope, shared by every stream; read-only
 }
@@ -29,11 +29,11 @@ type stream struct {
 	// ready, it cannot be taken by one wait and missed by the next.
 	done chan struct{}
 	// overflow, set only in a faults build, replaces demotion (faults_on.go).
-	overflow func(s *stream, it *Item) bool
+	overflow func(s *stream, it *item) bool
 
 	mu sync.Mutex // guards the fields below; the hub and the subscription share them
 	// queue holds events pushed and not yet taken, in sequence order.
-	queue []*Item
+	queue []*item
 	bytes int // of the envelopes in queue
 	// through is the newest sequence number the stream holds or has been
 	// given: the hub pushes only what comes after it. This is the one place
@@ -49,7 +49,7 @@ func newStream(limit int) *stream {
 
 // take hands over everything queued, and whether the hub has stopped
 // pushing (demoted) or ended the stream after these items.
-func (s *stream) take() (items []*Item, demoted, ended bool) {
+func (s *stream) take() (items []*item, demoted, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	items, s.queue, s.bytes = s.queue, nil, 0
@@ -74,7 +74,7 @@ func (s *stream) arm(position int64) {
 
 // offer queues the items after the stream's position. It returns false,
 // queueing nothing more, when they do not fit: the stream is then demoted.
-func (s *stream) offer(items []*Item) bool {
+func (s *stream) offer(items []*item) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	added := false

@@ -70,7 +70,7 @@ type Subscription struct {
 	until int64
 	// items are live events taken from the queue and not yet handed out;
 	// demoted and ended are what the hub said with them.
-	items          []*Item
+	items          []*item
 	demoted, ended bool
 	// hold is the read budget's bytes of the snapshot or page being written.
 	hold *limits.Hold
