@@ -597,3 +597,23 @@ func TestDemotionAfterTheQueueWasTakenIsSeen(t *testing.T) {
 	got := append(enc.got, drain(t, sub, 7)...)
 	wantSeqs(t, got, 1, 7)
 }
+
+// The recent commits never outlive the backlog's age retention: once an
+// event may have been removed from the log, a stream behind reads the log,
+// which says what is gone, instead of being given it from memory.
+func TestRecentCommitsExpireAheadOfAgeRetention(t *testing.T) {
+	h := newHarnessWith(t, 1024, nil, func(o *Options) { o.RetentionAge = time.Second }) // cutoff: the margin puts it ahead of now
+	for i := 0; i < 3; i++ {
+		h.publish(`"e"`)
+	}
+	h.hubs.Tick() // before the watch, in the hub's mailbox
+	sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	wantSeqs(t, drain(t, sub, 3), 2, 3)
+	if reads := h.pageReads(); len(reads) == 0 {
+		t.Fatal("a stream behind was given expired events from memory")
+	}
+}
