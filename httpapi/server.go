@@ -100,8 +100,10 @@ type Server struct {
 	endAll  context.CancelFunc
 	endOnce sync.Once
 
-	mu      sync.Mutex // guards streams
-	streams map[*sseStream]struct{}
+	mu          sync.Mutex // guards streams and ending
+	streams     map[*sseStream]struct{}
+	ending      bool           // EndStreams has begun
+	streamsDone sync.WaitGroup // one count per tracked stream
 }
 
 // endGrace is how long a stream may take, once the server is ending, to
@@ -160,28 +162,40 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 func (s *Server) Handler() http.Handler { return s.withWriteDeadline(s.cors(s.router)) }
 
 // EndStreams ends every open stream after its current frame, as SIGTERM
-// asks; http.Server.Shutdown then sees their connections go idle.
+// asks, and returns once they have all ended: http.Server.Shutdown then
+// sees their connections go idle, and the streams written on connections
+// taken from net/http (which Shutdown does not wait for) are done too.
 func (s *Server) EndStreams() {
 	s.endOnce.Do(func() {
 		s.endAll()
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.ending = true
 		for st := range s.streams {
-			st.rc.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // the stream ends either way
+			st.wire.ending(time.Now().Add(endGrace))
 		}
+		s.mu.Unlock()
+		s.streamsDone.Wait()
 	})
 }
 
-func (s *Server) track(st *sseStream) {
+// track counts st among the open streams, or reports false if the server
+// is ending its streams already.
+func (s *Server) track(st *sseStream) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ending {
+		return false
+	}
 	s.streams[st] = struct{}{}
-	s.mu.Unlock()
+	s.streamsDone.Add(1)
+	return true
 }
 
 func (s *Server) untrack(st *sseStream) {
 	s.mu.Lock()
 	delete(s.streams, st)
 	s.mu.Unlock()
+	s.streamsDone.Done()
 }
 
 type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)

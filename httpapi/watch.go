@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -25,23 +24,56 @@ const (
 
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and writes what its subscription hands out until the
-// client or the server leaves.
+// client or the server leaves. A plain HTTP/1.1 stream is written on its
+// connection, taken over from net/http (connWire), by a goroutine of its
+// own, and the handler returns; any other stream is written here.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+	st := s.openStream(w, r, tenant, topic)
+	if st == nil {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	// The stream's context is a child of endCtx, so EndStreams ends it
+	// before it wakes the stream.
+	ctx, cancel := context.WithCancel(s.endCtx)
+	if cw, ok := s.takeOver(w, r); ok {
+		st.wire = cw
+		st.sub.OnReady(cw.wake)
+		// The hello is written on this goroutine, whose stack serving the
+		// request has grown already, so that the stream's own goroutine
+		// starts with a small one and keeps it while the stream idles.
+		err := st.hello()
+		go st.serve(ctx, cancel, err)
+		return
+	}
+	stop := context.AfterFunc(r.Context(), cancel)
+	defer stop()
+	st.wire = newResponseWire(w)
+	st.serve(ctx, cancel, st.hello())
+}
+
+// openStream checks the request, registers its stream and returns it, or
+// answers the refusal and returns nil. The stream holds its place under
+// the stream limits until it is closed.
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topic string) *sseStream {
 	ten, aerr := s.authorizeTenant(r, tenant, topic, auth.Subscribe)
 	if aerr != nil {
 		writeError(w, aerr)
-		return
+		return nil
 	}
 	release, refused := s.deps.Limits.OpenStream(tenant)
 	if refused != nil {
 		writeError(w, refused)
-		return
+		return nil
 	}
-	defer release()
 	from, aerr := watchFrom(r)
 	if aerr != nil {
+		release()
 		writeError(w, aerr)
-		return
+		return nil
 	}
 	if s.faults.beforeRegister != nil {
 		s.faults.beforeRegister(w)
@@ -50,17 +82,17 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	switch {
 	case err == nil:
 	case r.Context().Err() != nil:
-		return // the client left
+		release()
+		return nil // the client left
 	case errors.Is(err, hub.ErrUnavailable):
+		release()
 		writeError(w, refusal.New(refusal.Unavailable, "the topic could not be opened"))
-		return
+		return nil
 	default:
+		release()
 		s.refuseRead(w, err, "state", tenant, topic) // the snapshot's
-		return
+		return nil
 	}
-	defer sub.Close()
-	s.deps.Metrics.StreamsOpen.Inc()
-	defer s.deps.Metrics.StreamsOpen.Dec()
 	if s.hooks.AfterRegister != nil {
 		s.hooks.AfterRegister(tenant, topic)
 	}
@@ -68,23 +100,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	// registration has had its hubs stopped already; this stream may sit
 	// on a new one. Both change the row first, so looking again catches it.
 	if aerr := s.stillThere(r, ten); aerr != nil {
+		sub.Close()
+		release()
 		writeError(w, aerr)
-		return
+		return nil
 	}
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	st := &sseStream{s: s, w: w, rc: http.NewResponseController(w), heartbeat: time.NewTimer(s.cfg.Heartbeat)}
-	defer st.heartbeat.Stop()
-	s.track(st)
-	defer s.untrack(st)
-	err = st.run(r.Context(), sub)
-	if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) {
-		s.deps.Logger.Debug("stream closed", "tenant", tenant, "topic", topic, "position", sub.Position(), "err", err)
-	}
+	s.deps.Metrics.StreamsOpen.Inc()
+	return &sseStream{s: s, sub: sub, release: release, tenant: tenant, topic: topic}
 }
 
 // watchFrom reads where a stream starts, first match wins: Last-Event-ID
@@ -114,50 +136,77 @@ func watchFrom(r *http.Request) (hub.From, *refusal.Error) {
 // snapshot if there is one, then whatever the subscription hands out,
 // whole frames at a time, with a heartbeat in silences.
 type sseStream struct {
-	s         *Server
-	w         http.ResponseWriter
-	rc        *http.ResponseController
-	heartbeat *time.Timer
-	buf       []byte
-	delivered int // event frames buffered since the last flush
+	s             *Server
+	sub           *hub.Subscription
+	release       func() // gives back the stream's place under the limits
+	tenant, topic string
+	wire          wire
+	pingAt        time.Time // when a heartbeat is due, if nothing is written before
+	buf           []byte
+	parts         [3][]byte // one flush's pieces, so that a flush allocates nothing
+	delivered     int       // event frames buffered since the last flush
 }
 
-// run writes until the client leaves, the server ends the stream, or the
-// hub does.
-func (st *sseStream) run(ctx context.Context, sub *hub.Subscription) error {
-	ctx, cancel := context.WithCancel(ctx)
+// serve writes the stream, once its hello has been written (helloErr is
+// that write's), until it ends, then ends its body and gives back
+// everything it held. cancel ends ctx.
+func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, helloErr error) {
+	s := st.s
 	defer cancel()
-	defer context.AfterFunc(st.s.endCtx, cancel)()
+	err := helloErr
+	if s.track(st) {
+		if err == nil {
+			err = st.run(ctx)
+		}
+		st.wire.end()
+		s.untrack(st)
+	} else {
+		st.wire.end() // the server is ending its streams already
+	}
+	st.sub.Close()
+	st.release()
+	s.deps.Metrics.StreamsOpen.Dec()
+	if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) {
+		s.deps.Logger.Debug("stream closed", "tenant", st.tenant, "topic", st.topic, "position", st.sub.Position(), "err", err)
+	}
+}
+
+// hello writes the stream's first frames: the retry hint, hello, and the
+// snapshot if it has one.
+func (st *sseStream) hello() error {
+	sub := st.sub
 	st.buf = sse.Open(st.s.cfg.Retry, sub.Head(), sub.Position())
 	if snap := sub.Snapshot(); snap != nil {
 		st.buf = sse.AppendSnapshotStart(st.buf, snap.Seq)
-		if err := st.flush(snap.JSON, sse.FrameEnd); err != nil {
+		return st.flush(snap.JSON, sse.FrameEnd)
+	}
+	return st.flush()
+}
+
+// run writes, after the hello, until ctx ends or the hub ends the stream.
+func (st *sseStream) run(ctx context.Context) error {
+	sub := st.sub
+	for {
+		ping, err := st.wire.wait(ctx, sub.Ready(), st.pingAt)
+		if err != nil {
 			return err
 		}
-	} else if err := st.flush(); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-sub.Ready():
-			var err error
-			st.buf, err = sub.Next(ctx, st, st.buf, flushBytes)
-			if ferr := st.flush(); ferr != nil {
-				return ferr
-			}
-			if err != nil {
-				return err
-			}
-			if cap(st.buf) > idleBufferBytes && len(sub.Ready()) == 0 {
-				st.buf = nil // nothing more to write now
-			}
-		case <-st.heartbeat.C:
+		if ping {
 			st.buf = sse.AppendPing(st.buf)
 			if err := st.flush(); err != nil {
 				return err
 			}
-		case <-ctx.Done():
-			return ctx.Err()
+			continue
+		}
+		st.buf, err = sub.Next(ctx, st, st.buf, flushBytes)
+		if ferr := st.flush(); ferr != nil {
+			return ferr
+		}
+		if err != nil {
+			return err
+		}
+		if cap(st.buf) > idleBufferBytes && len(sub.Ready()) == 0 {
+			st.buf = nil // nothing more to write now
 		}
 	}
 }
@@ -186,19 +235,11 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	if st.s.endCtx.Err() != nil {
 		deadline = time.Now().Add(endGrace)
 	}
-	if err := st.rc.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("set write deadline: %w", err)
-	}
-	if _, err := st.w.Write(st.buf); err != nil {
-		return fmt.Errorf("write frames: %w", err)
-	}
-	for _, b := range extra {
-		if _, err := st.w.Write(b); err != nil {
-			return fmt.Errorf("write frames: %w", err)
-		}
-	}
-	if err := st.rc.Flush(); err != nil {
-		return fmt.Errorf("flush frames: %w", err)
+	parts := append(append(st.parts[:0], st.buf), extra...)
+	err := st.wire.write(deadline, parts...)
+	clear(parts)
+	if err != nil {
+		return err
 	}
 	if st.delivered > 0 {
 		st.s.deps.Metrics.Deliveries.Add(float64(st.delivered))
@@ -208,6 +249,6 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	if cap(st.buf) > 2*flushBytes {
 		st.buf = nil
 	}
-	st.heartbeat.Reset(st.s.cfg.Heartbeat)
+	st.pingAt = time.Now().Add(st.s.cfg.Heartbeat)
 	return nil
 }

@@ -30,6 +30,9 @@ type stream struct {
 	done chan struct{}
 	// overflow, set only in a faults build, replaces demotion (faults_on.go).
 	overflow func(s *stream, it *item) bool
+	// wake, if set (Subscription.OnReady), is called after each signal
+	// that finds ready empty; it must not block.
+	wake func()
 
 	mu sync.Mutex // guards the fields below; the hub and the subscription share them
 	// queue holds events pushed and not yet taken, in sequence order.
@@ -124,6 +127,9 @@ func (s *stream) end() {
 func (s *stream) signal() {
 	select {
 	case s.ready <- struct{}{}:
+		if s.wake != nil {
+			s.wake()
+		}
 	default:
 	}
 }

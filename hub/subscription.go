@@ -93,6 +93,17 @@ func (s *Subscription) Snapshot() *event.State { return s.snapshot }
 // page to read, a demotion or the end.
 func (s *Subscription) Ready() <-chan struct{} { return s.stream.ready }
 
+// OnReady has wake called, on the hub's goroutine or the subscription's,
+// each time Ready is signalled while empty, for a transport that waits
+// for something else than Ready (a connection's readability) and must be
+// woken. wake must not block. Call it before the first Next, from the
+// goroutine that calls Next or one that starts it.
+func (s *Subscription) OnReady(wake func()) {
+	s.stream.mu.Lock()
+	s.stream.wake = wake
+	s.stream.mu.Unlock()
+}
+
 // Next appends to b, with enc, the frames the stream is owed next, and
 // stops once b holds limit bytes or more. Calling it says that what the
 // previous call returned, and the snapshot, have been written: their

@@ -1,0 +1,266 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// wire is where a stream's bytes go. Each write is whole frames, written
+// and flushed under the deadline given, so a client that stops reading
+// holds its stream for no longer than that.
+type wire interface {
+	// write sends parts, in order, as one piece of the body.
+	write(deadline time.Time, parts ...[]byte) error
+	// wait blocks until ready is signalled (and takes the signal), pingAt
+	// comes (ping is true), or the stream is over: ctx ended or the
+	// client left.
+	wait(ctx context.Context, ready <-chan struct{}, pingAt time.Time) (ping bool, err error)
+	// ending shortens the deadline of a write in progress and wakes a
+	// wait, for a shutdown; the stream's ctx has ended already.
+	ending(deadline time.Time)
+	// end ends the body cleanly after the last whole frame and lets the
+	// connection go.
+	end()
+}
+
+// errLeft is a stream's end when its client closed the connection or sent
+// more than its request.
+var errLeft = errors.New("the client left")
+
+// responseWire writes through net/http's response: HTTP/2, TLS, and any
+// request whose connection is not taken over (takeOver).
+type responseWire struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	timer *time.Timer
+}
+
+func newResponseWire(w http.ResponseWriter) *responseWire {
+	w.WriteHeader(http.StatusOK)
+	return &responseWire{w: w, rc: http.NewResponseController(w), timer: time.NewTimer(time.Hour)}
+}
+
+func (rw *responseWire) write(deadline time.Time, parts ...[]byte) error {
+	if err := rw.rc.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("set write deadline: %w", err)
+	}
+	for _, p := range parts {
+		if _, err := rw.w.Write(p); err != nil {
+			return fmt.Errorf("write frames: %w", err)
+		}
+	}
+	if err := rw.rc.Flush(); err != nil {
+		return fmt.Errorf("flush frames: %w", err)
+	}
+	return nil
+}
+
+// wait's ctx also ends when net/http sees the client leave.
+func (rw *responseWire) wait(ctx context.Context, ready <-chan struct{}, pingAt time.Time) (bool, error) {
+	rw.timer.Reset(time.Until(pingAt))
+	select {
+	case <-ready:
+		return false, nil
+	case <-rw.timer.C:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+func (rw *responseWire) ending(deadline time.Time) {
+	rw.rc.SetWriteDeadline(deadline) //nolint:errcheck // the stream ends either way
+}
+
+// end stops the timer; the handler's return then has net/http end the
+// body.
+func (rw *responseWire) end() { rw.timer.Stop() }
+
+// connWire writes a stream on a connection taken over from net/http. A
+// stream sits idle for most of its life, and net/http keeps, for each of
+// its connections, a read and a write buffer, the handler's goroutine
+// with the stack that serving the request grew, and a second goroutine
+// that watches for the client leaving. A taken-over stream keeps the
+// connection and one goroutine, started after the hello with a small
+// stack, which waits on the connection itself: for the client to leave
+// (it becomes readable), for the next heartbeat (its read deadline), or
+// for the hub (which wakes it by moving that deadline into the past).
+//
+// The body is chunked, as net/http would send it, so that a clean end
+// (the last chunk) can be told from a cut connection; the answer says
+// Connection: close because the connection is not net/http's to reuse.
+type connWire struct {
+	conn net.Conn
+	raw  syscall.RawConn
+	// head is the status line and headers, sent with the first write.
+	head []byte
+	// bufs holds one write's pieces, so that a write allocates nothing.
+	bufs     [6][]byte
+	chunkHdr [20]byte
+	// readable is raw.Read's callback, made once; polled and left are its
+	// state, used only on the stream's goroutine.
+	readable     func(fd uintptr) bool
+	polled, left bool
+}
+
+// takeOver takes the connection of r from net/http, if r is plain
+// HTTP/1.1 over TCP with no body and its response has not begun, and
+// returns the wire that writes the stream there, with the headers set on
+// w; ok is false when the stream stays on net/http's response. An SSE
+// client sends nothing after its request, and a connection that the
+// server will close has no next request to read, so any byte the client
+// sends ends the stream, as its leaving does.
+func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) (*connWire, bool) {
+	if s.faults.answeredEarly() || r.TLS != nil || r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		return nil, false
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return nil, false
+	}
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	h := w.Header()
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Connection", "close")
+	if err := h.Write(&head); err != nil {
+		return nil, false
+	}
+	head.WriteString("\r\n")
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, false
+	}
+	sc, ok := conn.(syscall.Conn)
+	var raw syscall.RawConn
+	if ok {
+		raw, err = sc.SyscallConn()
+	}
+	if !ok || err != nil {
+		// Not a connection of the standard server's: it cannot be waited
+		// on, so it is not served.
+		conn.Close() //nolint:errcheck // the stream's first write fails and ends it
+		return &connWire{conn: conn, left: true}, true
+	}
+	// Only the connection is kept: the reader net/http hands back holds its
+	// connection's buffers and, through it, the whole request.
+	cw := &connWire{conn: conn, raw: raw, head: head.Bytes(), left: brw.Reader.Buffered() > 0}
+	cw.readable = cw.onReadable
+	return cw, true
+}
+
+// wake makes a wait return to look at ready; the hub calls it
+// (Subscription.OnReady).
+func (cw *connWire) wake() {
+	cw.conn.SetReadDeadline(aLongTimeAgo) //nolint:errcheck // a closed connection has no wait to wake
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// wait sets the read deadline before it looks at ready and ctx, so that a
+// wake (or an ending) after the look moves the deadline back into the
+// past and the read returns at once: no signal is missed.
+func (cw *connWire) wait(ctx context.Context, ready <-chan struct{}, pingAt time.Time) (bool, error) {
+	for !cw.left {
+		if err := cw.conn.SetReadDeadline(pingAt); err != nil {
+			return false, fmt.Errorf("set read deadline: %w", err)
+		}
+		select {
+		case <-ready:
+			return false, nil
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if !time.Now().Before(pingAt) {
+			return true, nil
+		}
+		cw.polled = false
+		err := cw.raw.Read(cw.readable)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return false, fmt.Errorf("wait on the connection: %w", err)
+		}
+	}
+	return false, errLeft
+}
+
+// onReadable is raw.Read's callback: the first call returns false, so
+// that raw.Read waits for the connection to become readable (or its read
+// deadline), without a system call; once readable, it reads one byte to
+// tell a spurious wake-up from the client's leaving: a byte, the end of
+// the stream or an error all mean the client is done.
+func (cw *connWire) onReadable(fd uintptr) bool {
+	if !cw.polled {
+		cw.polled = true
+		return false
+	}
+	var b [1]byte
+	for {
+		_, err := syscall.Read(int(fd), b[:])
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		}
+		cw.left = true
+		return true
+	}
+}
+
+func (cw *connWire) write(deadline time.Time, parts ...[]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 && cw.head == nil {
+		return nil
+	}
+	bufs := append(cw.bufs[:0], cw.head)
+	if n > 0 {
+		hdr := strconv.AppendInt(cw.chunkHdr[:0], int64(n), 16)
+		bufs = append(bufs, append(hdr, '\r', '\n'))
+		bufs = append(bufs, parts...)
+		bufs = append(bufs, crlf)
+	}
+	cw.head = nil
+	if err := cw.conn.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("set write deadline: %w", err)
+	}
+	nb := net.Buffers(bufs)
+	if _, err := nb.WriteTo(cw.conn); err != nil {
+		return fmt.Errorf("write frames: %w", err)
+	}
+	clear(cw.bufs[:]) // hold no frame past its write
+	return nil
+}
+
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte("0\r\n\r\n")
+)
+
+func (cw *connWire) ending(deadline time.Time) {
+	cw.conn.SetWriteDeadline(deadline) //nolint:errcheck // the stream ends either way
+	cw.wake()
+}
+
+// end sends the last chunk, so the client sees a clean end of the body,
+// and closes the connection.
+func (cw *connWire) end() {
+	if cw.head == nil && !cw.left {
+		cw.conn.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // a failed write is all that can follow
+		cw.conn.Write(lastChunk)                           //nolint:errcheck // the client may be gone; the close follows
+	}
+	cw.conn.Close() //nolint:errcheck // nothing more is sent either way
+}
