@@ -92,7 +92,8 @@ func (rw *responseWire) end() { rw.timer.Stop() }
 // connection and one goroutine, started after the hello with a small
 // stack, which waits on the connection itself: for the client to leave
 // (it becomes readable), for the next heartbeat (its read deadline), or
-// for the hub (which wakes it by moving that deadline into the past).
+// for the hub (which wakes it by moving that deadline into the past). A
+// wait costs one read that finds nothing, instead of a second goroutine.
 //
 // The body is chunked, as net/http would send it, so that a clean end
 // (the last chunk) can be told from a cut connection; the answer says
@@ -105,10 +106,15 @@ type connWire struct {
 	// bufs holds one write's pieces, so that a write allocates nothing.
 	bufs     [6][]byte
 	chunkHdr [20]byte
-	// readable is raw.Read's callback, made once; polled and left are its
+	// readable is raw.Read's callback, made once; one and left are its
 	// state, used only on the stream's goroutine.
-	readable     func(fd uintptr) bool
-	polled, left bool
+	readable func(fd uintptr) bool
+	one      [1]byte
+	left     bool
+	// parking, if set (by a test), runs after wait has found ready empty
+	// and before it waits on the connection: the window a wake must not
+	// miss.
+	parking func()
 }
 
 // takeOver takes the connection of r from net/http, if r is plain
@@ -179,13 +185,15 @@ func (cw *connWire) wait(ctx context.Context, ready <-chan struct{}, pingAt time
 			return false, nil
 		default:
 		}
+		if cw.parking != nil {
+			cw.parking()
+		}
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
 		if !time.Now().Before(pingAt) {
 			return true, nil
 		}
-		cw.polled = false
 		err := cw.raw.Read(cw.readable)
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return false, fmt.Errorf("wait on the connection: %w", err)
@@ -194,19 +202,14 @@ func (cw *connWire) wait(ctx context.Context, ready <-chan struct{}, pingAt time
 	return false, errLeft
 }
 
-// onReadable is raw.Read's callback: the first call returns false, so
-// that raw.Read waits for the connection to become readable (or its read
-// deadline), without a system call; once readable, it reads one byte to
-// tell a spurious wake-up from the client's leaving: a byte, the end of
-// the stream or an error all mean the client is done.
+// onReadable is raw.Read's callback. It reads one byte, which tells a
+// connection with nothing to read (wait on, for readability or the read
+// deadline) from a client that is done: a byte, the end of the stream or
+// an error. It must try the read every time, the first included: raw.Read
+// forgets, before its first call, any readiness the poller saw earlier.
 func (cw *connWire) onReadable(fd uintptr) bool {
-	if !cw.polled {
-		cw.polled = true
-		return false
-	}
-	var b [1]byte
 	for {
-		_, err := syscall.Read(int(fd), b[:])
+		_, err := syscall.Read(int(fd), cw.one[:])
 		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
@@ -258,7 +261,7 @@ func (cw *connWire) ending(deadline time.Time) {
 // end sends the last chunk, so the client sees a clean end of the body,
 // and closes the connection.
 func (cw *connWire) end() {
-	if cw.head == nil && !cw.left {
+	if cw.head == nil {
 		cw.conn.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // a failed write is all that can follow
 		cw.conn.Write(lastChunk)                           //nolint:errcheck // the client may be gone; the close follows
 	}

@@ -1,9 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -276,4 +280,61 @@ func TestHeartbeatsAndCleanupWhenClientLeaves(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling the gauge until the server notices
 	}
+}
+
+// An SSE client sends nothing after its request, and a stream's answer
+// says Connection: close, so there is no next request to wait for: a byte
+// from the client ends its stream as its leaving does, with the body's
+// clean end (the last chunk) and the connection closed, and the stream's
+// place under the limits is free again.
+func TestAByteFromAWatcherEndsItsStream(t *testing.T) {
+	p := start(t, t.TempDir(), "--max-tenant-streams", "1")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "GET /v1/tenants/acme/topics/chatty/watch HTTP/1.1\r\nHost: edgehub\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !resp.Close || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("answer %d, close %v, transfer-encoding %v; want 200, chunked, Connection: close",
+			resp.StatusCode, resp.Close, resp.TransferEncoding)
+	}
+	d := sse.NewDecoder(resp.Body)
+	if f, err := d.Next(); err != nil || f.Event != "hello" {
+		t.Fatalf("first frame %+v, %v; want hello", f, err)
+	}
+	// The tenant's one stream is taken: a second is refused.
+	second, err := http.Get(p.topicURL("other", "watch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Body.Close()
+	if second.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a second stream of the tenant answered %d, want 429", second.StatusCode)
+	}
+	if _, err := conn.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client's byte the stream gave %v; want the body's clean end", err)
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last chunk the connection gave %v; want it closed", err)
+	}
+	deadline := time.Now().Add(wait)
+	for metric(t, p, "edgehub_streams_open") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream was not cleaned up after its client's byte")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the gauge until the server has let go
+	}
+	s := p.watch(t, "other", "", nil) // its place under the limit is free again
+	s.hello(t)
 }

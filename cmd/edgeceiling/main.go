@@ -1,13 +1,16 @@
-// Command edgeceiling is the fan-out ceiling of `edgeload bench`: a bare
-// HTTP server that holds server-sent event streams and, on a publish,
-// writes one pre-encoded frame to every stream of the topic. It stores
-// nothing, keeps no queue, parses nothing and runs no goroutine per
-// stream, so its fan-out is bounded by the machine (loopback sockets, the
-// network poller, the cores) and not by a hub's design. See
+// Command edgeceiling is the ceiling of `edgeload bench`: a bare HTTP
+// server that holds server-sent event streams and, on a publish, makes
+// the frame durable the cheapest way this machine has (an overwrite in a
+// file written in full beforehand, then fdatasync, so the file's size
+// and blocks never change) and writes it to every stream of the topic.
+// It keeps no index, no queue, parses nothing and runs no goroutine per
+// stream, so its one-publisher rate is what a durable hub can reach on
+// this disk at all, and its fan-out what the machine (loopback sockets,
+// the network poller, the cores) allows, not a hub's design. See
 // plans/017-benchmark.md.
 //
 //	GET  /topics/{topic}/watch    the response head and a hello frame once the stream is registered, then one frame per publish
-//	POST /topics/{topic}/publish  a one-line body (at most 1 MiB), answered {"seq":N} once the frame is in every stream's socket
+//	POST /topics/{topic}/publish  a one-line body (at most 1 MiB), answered {"seq":N} once the frame is durable and in every stream's socket
 //
 // A stream whose write fails is dropped. A stream that stops reading
 // stalls the publishes of its topic: this measures a machine, it is not a
@@ -33,14 +36,20 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
+	data := flag.String("data", ".", "directory of the log file")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	wal, err := newLog(*data)
+	if err != nil {
+		log.Error("log file", "err", err)
+		os.Exit(1)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Error("listen", "err", err)
 		os.Exit(1)
 	}
-	s := &server{topics: map[string]*topic{}, workers: runtime.GOMAXPROCS(0)}
+	s := &server{topics: map[string]*topic{}, workers: runtime.GOMAXPROCS(0), log: wal}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /topics/{topic}/watch", s.watch)
 	mux.HandleFunc("POST /topics/{topic}/publish", s.publish)
@@ -62,6 +71,50 @@ type server struct {
 	mu      sync.Mutex
 	topics  map[string]*topic
 	workers int // goroutines that write one publish's frame, each to its share of the streams
+	log     *wal
+}
+
+// wal is the file that publishes are made durable in: written in full
+// when it is made, then overwritten in a ring, so that an fdatasync has
+// only the data to flush.
+type wal struct {
+	mu  sync.Mutex
+	f   *os.File
+	off int64
+}
+
+const walBytes = 64 << 20
+
+func newLog(dir string) (*wal, error) {
+	f, err := os.CreateTemp(dir, "edgeceiling-*.log")
+	if err != nil {
+		return nil, err
+	}
+	zeros := make([]byte, 1<<20)
+	for range walBytes / len(zeros) {
+		if _, err := f.Write(zeros); err != nil {
+			return nil, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	return &wal{f: f}, nil
+}
+
+// append makes frame durable. A frame longer than the file is not kept.
+func (l *wal) append(frame []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := min(int64(len(frame)), walBytes)
+	if l.off+n > walBytes {
+		l.off = 0
+	}
+	if _, err := l.f.WriteAt(frame[:n], l.off); err != nil {
+		return err
+	}
+	l.off += n
+	return syscall.Fdatasync(int(l.f.Fd()))
 }
 
 // topic is one topic's streams. mu is held for a whole publish, so frames
@@ -124,6 +177,12 @@ func (s *server) publish(w http.ResponseWriter, r *http.Request) {
 	frame = append(frame, "\ndata: "...)
 	frame = append(frame, body...)
 	frame = append(frame, "\n\n"...)
+	if err := s.log.append(frame); err != nil {
+		t.seq--
+		t.mu.Unlock()
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	t.conns = s.writeAll(t.conns, frame)
 	t.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

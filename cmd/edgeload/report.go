@@ -156,7 +156,16 @@ func (b *bench) report(cr caseResult) {
 		}
 	}
 	fractions := b.fractions(cr)
-	if len(fractions) > 0 {
+	switch {
+	case len(fractions) == 0:
+	case cr.c.scenario == "publish1":
+		b.printf("  fraction of the ceiling (medians; events/s: target's / ceiling's, where the ceiling makes each publish durable with one fdatasync):\n")
+		for _, t := range ts {
+			if f, ok := fractions[t]; ok {
+				b.printf("    %-12s events/s %s\n", t, num(f["events_per_s"]))
+			}
+		}
+	default:
 		b.printf("  fraction of the ceiling (medians; latency: ceiling's / target's, deliveries/s: target's / ceiling's):\n")
 		for _, t := range ts {
 			if f, ok := fractions[t]; ok {
@@ -170,15 +179,30 @@ func (b *bench) report(cr caseResult) {
 	}
 }
 
-// fractions are each target's fan-out as a fraction of the ceiling's,
-// from the medians over the rounds: 1 is what the bare writer does.
+// fractions are each target's fan-out, or one-publisher rate, as a
+// fraction of the ceiling's, from the medians over the rounds: 1 is what
+// the bare durable writer does.
 func (b *bench) fractions(cr caseResult) map[string]map[string]float64 {
-	if cr.c.scenario != "fanout" {
-		return nil
-	}
 	med := func(t, metric string) (float64, bool) {
 		s, ok := spreadOf(cr.values(t, metric))
 		return s.med, ok && s.med > 0
+	}
+	switch cr.c.scenario {
+	case "fanout":
+	case "publish1":
+		ce, ok := med("ceiling", "events_per_s")
+		if !ok {
+			return nil
+		}
+		out := map[string]map[string]float64{}
+		for _, t := range cr.targets() {
+			if te, ok := med(t, "events_per_s"); ok && t != "ceiling" {
+				out[t] = map[string]float64{"events_per_s": te / ce}
+			}
+		}
+		return out
+	default:
+		return nil
 	}
 	c50, ok50 := med("ceiling", "p50_ms")
 	c99, ok99 := med("ceiling", "p99_ms")
