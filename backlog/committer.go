@@ -3,6 +3,7 @@ package backlog
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 )
@@ -18,6 +19,8 @@ type Committer struct {
 	log       Log
 	maxEvents int
 	observe   func(time.Duration, int)
+	delay     time.Duration
+	waiting   func(want int)
 
 	mu      sync.Mutex
 	pending []queued
@@ -38,6 +41,17 @@ type CommitterOptions struct {
 	MaxEvents int
 	// Observe, when set, is told each commit's duration and event count.
 	Observe func(d time.Duration, events int)
+	// Delay is the longest a commit waits for its siblings: when fewer
+	// requests are queued than the last commit held, their publishers are
+	// likely on their way back with the next ones (each waited for its
+	// answer), and one commit for all of them costs one fsync instead of
+	// several. A lone publisher never waits: its last commit held one.
+	// Zero turns the wait off. PostgreSQL's commit_delay and
+	// commit_siblings are the same idea.
+	Delay time.Duration
+	// Waiting, when set (by a test), is called when a commit starts to
+	// wait for want requests.
+	Waiting func(want int)
 }
 
 // NewCommitter starts the goroutine that commits for log.
@@ -49,6 +63,8 @@ func NewCommitter(log Log, opts CommitterOptions) *Committer {
 		log:       log,
 		maxEvents: opts.MaxEvents,
 		observe:   opts.Observe,
+		delay:     opts.Delay,
+		waiting:   opts.Waiting,
 		wake:      make(chan struct{}, 1),
 		stopped:   make(chan struct{}),
 	}
@@ -88,8 +104,17 @@ func (c *Committer) Close() {
 
 func (c *Committer) run() {
 	defer close(c.stopped)
+	var timer *time.Timer
+	if c.delay > 0 {
+		timer = time.NewTimer(c.delay)
+		timer.Stop()
+	}
+	siblings := 0 // requests in the last commit
 	for range c.wake {
 		for {
+			if timer != nil {
+				c.awaitSiblings(siblings, timer)
+			}
 			batch, closed := c.take()
 			if len(batch) == 0 {
 				if closed {
@@ -98,8 +123,40 @@ func (c *Committer) run() {
 				break
 			}
 			c.commit(batch)
+			siblings = len(batch)
 		}
 	}
+}
+
+// awaitSiblings waits, for at most the delay, until as many requests are
+// queued as the last commit held (want), or the committer is closed.
+func (c *Committer) awaitSiblings(want int, timer *time.Timer) {
+	if c.queued() >= want {
+		return
+	}
+	if c.waiting != nil {
+		c.waiting(want)
+	}
+	timer.Reset(c.delay)
+	defer timer.Stop()
+	for c.queued() < want {
+		select {
+		case <-c.wake:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// queued is how many requests wait, or a number no wait asks for once the
+// committer is closed (Close must not wait on siblings).
+func (c *Committer) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return math.MaxInt
+	}
+	return len(c.pending)
 }
 
 // take removes the next transaction's worth of requests from the queue.

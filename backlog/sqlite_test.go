@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"edgehub/event"
 )
@@ -270,3 +271,108 @@ func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 		t.Fatalf("a refused admit: %v", err)
 	}
 }
+
+// A commit whose last one held 8 requests waits, when fewer are queued,
+// until 8 are (commit siblings): publishers that each wait for their
+// answer then share one transaction and one fsync instead of trickling
+// in one by one. The first commit, after none, never waits.
+func TestCommitterWaitsForTheLastCommitsSiblings(t *testing.T) {
+	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	waiting := make(chan int, 4)
+	c := NewCommitter(g, CommitterOptions{Delay: time.Hour, Waiting: func(want int) { waiting <- want }})
+	results := make(chan Result, 17)
+	done := func(r Result, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		results <- r
+	}
+	answered := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-results:
+			case <-time.After(hangGuard):
+				t.Fatal("a request was not answered")
+			}
+		}
+	}
+	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	<-g.entered
+	for range 8 {
+		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	}
+	close(g.release)
+	answered(9)
+	select {
+	case want := <-waiting:
+		if want != 8 {
+			t.Fatalf("the commit after one of 8 waited for %d", want)
+		}
+	case <-results:
+		t.Fatal("a request was committed without waiting for its siblings")
+	case <-time.After(hangGuard):
+		t.Fatal("the commit after one of 8 did not wait for its siblings")
+	}
+	for range 8 {
+		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	}
+	answered(8)
+	c.Close()
+	if fmt.Sprint(g.sizes) != "[1 8 8]" {
+		t.Fatalf("transactions held %v requests, want [1 8 8]", g.sizes)
+	}
+}
+
+// The wait for siblings ends at its delay, or when the committer closes:
+// a request is never held for longer, nor left behind.
+func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+		close bool
+	}{{"delay", time.Millisecond, false}, {"close", time.Hour, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+			waiting := make(chan int, 4)
+			cm := NewCommitter(g, CommitterOptions{Delay: c.delay, Waiting: func(want int) { waiting <- want }})
+			results := make(chan error, 4)
+			done := func(_ Result, err error) { results <- err }
+			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+			<-g.entered
+			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+			cm.Commit(&Publish{Tenant: "a", Topic: "y", Events: events(1)}, done)
+			close(g.release)
+			for range 3 {
+				if err := <-results; err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case want := <-waiting:
+				if want != 2 {
+					t.Fatalf("the commit after one of 2 waited for %d", want)
+				}
+			case <-time.After(hangGuard):
+				t.Fatal("the commit after one of 2 did not wait for its siblings")
+			}
+			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done) // one of the two
+			if c.close {
+				go cm.Close()
+			}
+			select {
+			case err := <-results:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(hangGuard):
+				t.Fatal("a lone request was held past the wait")
+			}
+			cm.Close()
+		})
+	}
+}
+
+// hangGuard is how long a test waits for what must come; a guard against
+// hanging, not a timing assertion.
+const hangGuard = 10 * time.Second

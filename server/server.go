@@ -52,6 +52,8 @@ type Config struct {
 	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
 	// Sync is how durable a commit is before it is answered.
 	Sync string `default:"full" enum:"full,normal" env:"EDGEHUB_SYNC" help:"full: every answered commit survives a power loss (an fsync per commit group); normal: one survives a crash of the process, and a power loss may lose the last ones."`
+	// CommitDelay is backlog.CommitterOptions.Delay.
+	CommitDelay time.Duration `default:"250us" env:"EDGEHUB_COMMIT_DELAY" help:"Longest a commit waits for as many publishes as the last one held, so that concurrent publishers share an fsync (0: no wait)."`
 	// MaxRecentBytes bounds the newest commits all hubs keep in memory, so
 	// that a stream a little behind joins without reading the backlog.
 	MaxRecentBytes int64 `default:"67108864" env:"EDGEHUB_MAX_RECENT_BYTES" help:"Bytes of recent events the hubs keep in memory, in all, for streams that reconnect a little behind (0: no bound)."`
@@ -191,7 +193,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
 	s := &Server{cfg: cfg, lock: lock, log: log, logger: logger, metrics: m}
-	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Observe: func(d time.Duration, n int) {
+	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Delay: cfg.CommitDelay, Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitEvents.Observe(float64(n))
 	}})
