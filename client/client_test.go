@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -35,7 +36,30 @@ func TestWatchResumesFromHelloPositionBeforeAnyEvent(t *testing.T) {
 		ts.Close()
 		srv.Shutdown(context.Background())
 	}()
-	c := &client.Client{Server: ts.URL}
+	// The client's connections are recorded so that the test can drop the
+	// first stream's, as a network would: the server's end is no longer
+	// net/http's, so httptest cannot close it.
+	var mu sync.Mutex
+	var conns []net.Conn
+	var dialer net.Dialer
+	c := &client.Client{Server: ts.URL, HTTP: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				mu.Lock()
+				conns = append(conns, conn)
+				mu.Unlock()
+			}
+			return conn, err
+		},
+	}}}
+	drop := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hellos := 0
@@ -53,7 +77,7 @@ func TestWatchResumesFromHelloPositionBeforeAnyEvent(t *testing.T) {
 		switch f.Event {
 		case "hello":
 			if hellos++; hellos == 1 {
-				ts.CloseClientConnections() // drop the first connection
+				drop() // the first stream's connection, the only one yet
 			}
 		case "message":
 			got = append(got, f.ID)
