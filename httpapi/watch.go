@@ -45,14 +45,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 		// The hello is written on this goroutine, whose stack serving the
 		// request has grown already, so that the stream's own goroutine
 		// starts with a small one and keeps it while the stream idles.
-		err := st.hello()
+		err := st.open()
 		go st.serve(ctx, cancel, err)
 		return
 	}
 	stop := context.AfterFunc(r.Context(), cancel)
 	defer stop()
 	st.wire = newResponseWire(w)
-	st.serve(ctx, cancel, st.hello())
+	st.serve(ctx, cancel, st.open())
 }
 
 // openStream checks the request, registers its stream and returns it, or
@@ -141,34 +141,48 @@ type sseStream struct {
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire
+	tracked       bool      // counted among the server's streams (open)
 	pingAt        time.Time // when a heartbeat is due, if nothing is written before
 	buf           []byte
 	parts         [3][]byte // one flush's pieces, so that a flush allocates nothing
 	delivered     int       // event frames buffered since the last flush
 }
 
-// serve writes the stream, once its hello has been written (helloErr is
-// that write's), until it ends, then ends its body and gives back
-// everything it held. cancel ends ctx.
+// serve writes the stream, once it has opened (helloErr is open's), until
+// it ends, then ends its body and gives back everything it held. cancel
+// ends ctx.
 func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, helloErr error) {
 	s := st.s
 	defer cancel()
 	err := helloErr
-	if s.track(st) {
-		if err == nil {
-			err = st.run(ctx)
-		}
-		st.wire.end()
+	if err == nil {
+		err = st.run(ctx)
+	}
+	st.wire.end()
+	if st.tracked {
 		s.untrack(st)
-	} else {
-		st.wire.end() // the server is ending its streams already
 	}
 	st.sub.Close()
 	st.release()
 	s.deps.Metrics.StreamsOpen.Dec()
-	if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) {
+	if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) && !errors.Is(err, errEnding) {
 		s.deps.Logger.Debug("stream closed", "tenant", st.tenant, "topic", st.topic, "position", st.sub.Position(), "err", err)
 	}
+}
+
+// errEnding is the end of a stream that opened while the server was
+// ending its streams.
+var errEnding = errors.New("the server is ending its streams")
+
+// open counts the stream among the server's before its first byte, so
+// that EndStreams shortens and waits for its hello too, and writes the
+// hello.
+func (st *sseStream) open() error {
+	if !st.s.track(st) {
+		return errEnding
+	}
+	st.tracked = true
+	return st.hello()
 }
 
 // hello writes the stream's first frames: the retry hint, hello, and the
