@@ -45,9 +45,10 @@ type CommitterOptions struct {
 	// requests are queued than the last commit held, their publishers are
 	// likely on their way back with the next ones (each waited for its
 	// answer), and one commit for all of them costs one fsync instead of
-	// several. A lone publisher never waits: its last commit held one.
-	// Zero turns the wait off. PostgreSQL's commit_delay and
-	// commit_siblings are the same idea.
+	// several. A lone publisher does not wait (its last commit held one),
+	// except once after a commit that held more; requests that MaxEvents
+	// left out of a commit do not wait again. Zero turns the wait off.
+	// PostgreSQL's commit_delay and commit_siblings are the same idea.
 	Delay time.Duration
 	// Waiting, when set (by a test), is called when a commit starts to
 	// wait for want requests.
@@ -115,7 +116,7 @@ func (c *Committer) run() {
 			if timer != nil {
 				c.awaitSiblings(siblings, timer)
 			}
-			batch, closed := c.take()
+			batch, rest, closed := c.take()
 			if len(batch) == 0 {
 				if closed {
 					return
@@ -124,6 +125,9 @@ func (c *Committer) run() {
 			}
 			c.commit(batch)
 			siblings = len(batch)
+			if rest {
+				siblings = 0 // the requests MaxEvents left behind have waited already
+			}
 		}
 	}
 }
@@ -159,8 +163,9 @@ func (c *Committer) queued() int {
 	return len(c.pending)
 }
 
-// take removes the next transaction's worth of requests from the queue.
-func (c *Committer) take() ([]queued, bool) {
+// take removes the next transaction's worth of requests from the queue,
+// and reports whether it left some behind.
+func (c *Committer) take() (batch []queued, rest, closed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, events := 0, 0
@@ -168,12 +173,12 @@ func (c *Committer) take() ([]queued, bool) {
 		events += len(c.pending[n].req.Events)
 		n++
 	}
-	batch := c.pending[:n:n]
+	batch = c.pending[:n:n]
 	c.pending = c.pending[n:]
 	if len(c.pending) == 0 {
 		c.pending = nil
 	}
-	return batch, c.closed
+	return batch, len(c.pending) > 0, c.closed
 }
 
 func (c *Committer) commit(batch []queued) {

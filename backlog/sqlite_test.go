@@ -376,3 +376,33 @@ func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
 // hangGuard is how long a test waits for what must come; a guard against
 // hanging, not a timing assertion.
 const hangGuard = 10 * time.Second
+
+// Requests that MaxEvents kept out of a commit have waited for it
+// already: the next commit takes them at once, not after a wait for as
+// many siblings as the capped commit held.
+func TestCommitterLeftoversOfACappedCommitDoNotWait(t *testing.T) {
+	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	c := NewCommitter(g, CommitterOptions{MaxEvents: 2, Delay: time.Hour})
+	results := make(chan error, 4)
+	done := func(_ Result, err error) { results <- err }
+	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	<-g.entered
+	for range 3 {
+		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	}
+	close(g.release)
+	for range 4 {
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(hangGuard):
+			t.Fatal("the request a capped commit left behind waited for siblings")
+		}
+	}
+	c.Close()
+	if fmt.Sprint(g.sizes) != "[1 2 1]" {
+		t.Fatalf("transactions held %v requests, want [1 2 1]", g.sizes)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -104,6 +105,10 @@ type Server struct {
 	streams     map[*sseStream]struct{}
 	ending      bool           // EndStreams has begun
 	streamsDone sync.WaitGroup // one count per tracked stream
+	// endBy is when the streams' writes must end, in Unix nanoseconds:
+	// 0 until EndStreams stores it, before it shortens each stream's
+	// deadline (setWriteDeadline).
+	endBy atomic.Int64
 }
 
 // endGrace is how long a stream may take, once the server is ending, to
@@ -168,10 +173,12 @@ func (s *Server) Handler() http.Handler { return s.withWriteDeadline(s.cors(s.ro
 func (s *Server) EndStreams() {
 	s.endOnce.Do(func() {
 		s.endAll()
+		endBy := time.Now().Add(endGrace)
+		s.endBy.Store(endBy.UnixNano())
 		s.mu.Lock()
 		s.ending = true
 		for st := range s.streams {
-			st.wire.ending(time.Now().Add(endGrace))
+			st.wire.ending(endBy)
 		}
 		s.mu.Unlock()
 		s.streamsDone.Wait()

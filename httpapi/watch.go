@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -51,7 +52,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	}
 	stop := context.AfterFunc(r.Context(), cancel)
 	defer stop()
-	st.wire = newResponseWire(w)
+	st.wire = s.newResponseWire(w)
 	st.serve(ctx, cancel, st.open())
 }
 
@@ -155,18 +156,26 @@ func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, hello
 	s := st.s
 	defer cancel()
 	err := helloErr
+	defer func() {
+		// A taken-over stream's goroutine is not net/http's, whose
+		// recovery would otherwise end only this connection.
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+			s.deps.Logger.Error("stream panic", "tenant", st.tenant, "topic", st.topic, "panic", v)
+		}
+		st.wire.end()
+		if st.tracked {
+			s.untrack(st)
+		}
+		st.sub.Close()
+		st.release()
+		s.deps.Metrics.StreamsOpen.Dec()
+		if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) && !errors.Is(err, errEnding) {
+			s.deps.Logger.Debug("stream closed", "tenant", st.tenant, "topic", st.topic, "position", st.sub.Position(), "err", err)
+		}
+	}()
 	if err == nil {
 		err = st.run(ctx)
-	}
-	st.wire.end()
-	if st.tracked {
-		s.untrack(st)
-	}
-	st.sub.Close()
-	st.release()
-	s.deps.Metrics.StreamsOpen.Dec()
-	if err != nil && !errors.Is(err, hub.ErrEnded) && !errors.Is(err, context.Canceled) && !errors.Is(err, errEnding) {
-		s.deps.Logger.Debug("stream closed", "tenant", st.tenant, "topic", st.topic, "position", st.sub.Position(), "err", err)
 	}
 }
 
@@ -245,10 +254,7 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	if len(st.buf) == 0 && len(extra) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(st.s.cfg.WriteTimeout)
-	if st.s.endCtx.Err() != nil {
-		deadline = time.Now().Add(endGrace)
-	}
+	deadline := time.Now().Add(st.s.cfg.WriteTimeout) // or the server's end, if sooner (setWriteDeadline)
 	parts := append(append(st.parts[:0], st.buf), extra...)
 	err := st.wire.write(deadline, parts...)
 	clear(parts)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -41,16 +42,17 @@ type responseWire struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	timer *time.Timer
+	endBy *atomic.Int64 // the server's (Server.endBy)
 }
 
-func newResponseWire(w http.ResponseWriter) *responseWire {
+func (s *Server) newResponseWire(w http.ResponseWriter) *responseWire {
 	w.WriteHeader(http.StatusOK)
-	return &responseWire{w: w, rc: http.NewResponseController(w), timer: time.NewTimer(time.Hour)}
+	return &responseWire{w: w, rc: http.NewResponseController(w), timer: time.NewTimer(time.Hour), endBy: &s.endBy}
 }
 
 func (rw *responseWire) write(deadline time.Time, parts ...[]byte) error {
-	if err := rw.rc.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("set write deadline: %w", err)
+	if err := setWriteDeadline(rw.rc, rw.endBy, deadline); err != nil {
+		return err
 	}
 	for _, p := range parts {
 		if _, err := rw.w.Write(p); err != nil {
@@ -111,6 +113,10 @@ type connWire struct {
 	readable func(fd uintptr) bool
 	one      [1]byte
 	left     bool
+	// broken is set by a failed write: the body cannot end cleanly.
+	broken bool
+	// endBy is the server's (Server.endBy).
+	endBy *atomic.Int64
 	// parking, if set (by a test), runs after wait has found ready empty
 	// and before it waits on the connection: the window a wake must not
 	// miss.
@@ -155,11 +161,11 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) (*connWire, bo
 		// Not a connection of the standard server's: it cannot be waited
 		// on, so it is not served.
 		conn.Close() //nolint:errcheck // the stream's first write fails and ends it
-		return &connWire{conn: conn, left: true}, true
+		return &connWire{conn: conn, left: true, broken: true, endBy: &s.endBy}, true
 	}
 	// Only the connection is kept: the reader net/http hands back holds its
 	// connection's buffers and, through it, the whole request.
-	cw := &connWire{conn: conn, raw: raw, head: head.Bytes(), left: brw.Reader.Buffered() > 0}
+	cw := &connWire{conn: conn, raw: raw, head: head.Bytes(), left: brw.Reader.Buffered() > 0, endBy: &s.endBy}
 	cw.readable = cw.onReadable
 	return cw, true
 }
@@ -237,11 +243,13 @@ func (cw *connWire) write(deadline time.Time, parts ...[]byte) error {
 		bufs = append(bufs, crlf)
 	}
 	cw.head = nil
-	if err := cw.conn.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("set write deadline: %w", err)
+	if err := setWriteDeadline(cw.conn, cw.endBy, deadline); err != nil {
+		cw.broken = true
+		return err
 	}
 	nb := net.Buffers(bufs)
 	if _, err := nb.WriteTo(cw.conn); err != nil {
+		cw.broken = true // a part of a chunk may have gone out
 		return fmt.Errorf("write frames: %w", err)
 	}
 	clear(cw.bufs[:]) // hold no frame past its write
@@ -253,17 +261,38 @@ var (
 	lastChunk = []byte("0\r\n\r\n")
 )
 
+// ending follows EndStreams' store of the end in endBy (setWriteDeadline).
 func (cw *connWire) ending(deadline time.Time) {
 	cw.conn.SetWriteDeadline(deadline) //nolint:errcheck // the stream ends either way
 	cw.wake()
 }
 
-// end sends the last chunk, so the client sees a clean end of the body,
-// and closes the connection.
+// setWriteDeadline sets deadline on conn, or the server's end (endBy, in
+// Unix nanoseconds; 0 until EndStreams) if that comes first. It looks at
+// endBy after it sets the deadline, and EndStreams stores endBy before it
+// shortens each stream's deadline, so a write that computed its deadline
+// just before a shutdown cannot put back a longer one.
+func setWriteDeadline(conn interface{ SetWriteDeadline(time.Time) error }, endBy *atomic.Int64, deadline time.Time) error {
+	if err := conn.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("set write deadline: %w", err)
+	}
+	if e := endBy.Load(); e != 0 && e < deadline.UnixNano() {
+		if err := conn.SetWriteDeadline(time.Unix(0, e)); err != nil {
+			return fmt.Errorf("set write deadline: %w", err)
+		}
+	}
+	return nil
+}
+
+// end sends the last chunk, so the client sees a clean end of the body
+// (after the head, if the stream never wrote), and closes the connection.
+// After a failed write it sends nothing: the last chunk would land inside
+// the chunk that was cut, and the client would take the frame's first
+// half for a whole one.
 func (cw *connWire) end() {
-	if cw.head == nil {
-		cw.conn.SetWriteDeadline(time.Now().Add(endGrace)) //nolint:errcheck // a failed write is all that can follow
-		cw.conn.Write(lastChunk)                           //nolint:errcheck // the client may be gone; the close follows
+	if !cw.broken && setWriteDeadline(cw.conn, cw.endBy, time.Now().Add(endGrace)) == nil {
+		nb := net.Buffers{cw.head, lastChunk}
+		nb.WriteTo(cw.conn) //nolint:errcheck // the client may be gone; the close follows
 	}
 	cw.conn.Close() //nolint:errcheck // nothing more is sent either way
 }

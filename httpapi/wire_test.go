@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +36,7 @@ func connPair(t *testing.T) (*connWire, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cw := &connWire{conn: server, raw: raw}
+	cw := &connWire{conn: server, raw: raw, endBy: new(atomic.Int64)}
 	cw.readable = cw.onReadable
 	return cw, client
 }
@@ -123,4 +127,73 @@ func TestWaitReturnsForEachReason(t *testing.T) {
 			t.Fatalf("wait gave %v; want context.Canceled", w.err)
 		}
 	})
+}
+
+// bigWrite writes a chunk far larger than the sockets' buffers to a
+// client that does not read, so that it stops partway at its deadline,
+// and returns what write returned, or fails at the hang guard.
+func bigWrite(t *testing.T, cw *connWire, deadline func() time.Time) error {
+	t.Helper()
+	chunk := bytes.Repeat([]byte("x"), 64<<20)
+	done := make(chan error, 1)
+	go func() { done <- cw.write(deadline(), chunk) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(hangGuard):
+		cw.conn.Close()
+		t.Fatal("the write went on past its deadline")
+		return nil
+	}
+}
+
+// A write cut by its deadline leaves half a chunk on the wire. The end of
+// the stream must then send nothing more: a last chunk there would land
+// inside the cut one, and the client would take the half frame before it
+// for a whole one.
+func TestAfterACutWriteTheStreamEndsWithoutALastChunk(t *testing.T) {
+	cw, client := connPair(t)
+	cw.head = []byte("HTTP/1.1 200 OK\r\n\r\n")
+	if err := bigWrite(t, cw, func() time.Time { return time.Now().Add(50 * time.Millisecond) }); err == nil {
+		t.Fatal("a 64 MiB write to a client that does not read finished")
+	}
+	cw.end()
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200 OK\r\n\r\n4000000\r\nxxx")) {
+		t.Fatalf("the cut write sent %d bytes, not the head and a part of its chunk", len(got))
+	}
+	if bytes.HasSuffix(got, lastChunk) {
+		t.Fatalf("the stream ended with the last chunk after %d bytes of a cut one", len(got))
+	}
+}
+
+// A clean end sends the head if nothing was written, then the last chunk.
+func TestACleanEndSendsTheLastChunk(t *testing.T) {
+	cw, client := connPair(t)
+	cw.head = []byte("HTTP/1.1 200 OK\r\n\r\n")
+	cw.end()
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "HTTP/1.1 200 OK\r\n\r\n0\r\n\r\n"; string(got) != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// A write that set its deadline just before a shutdown (an hour, here)
+// still ends by the server's end: setWriteDeadline looks at it after it
+// sets its own.
+func TestAWriteEndsByTheServersEnd(t *testing.T) {
+	cw, _ := connPair(t)
+	hour := func() time.Time {
+		cw.endBy.Store(time.Now().Add(50 * time.Millisecond).UnixNano())
+		return time.Now().Add(time.Hour)
+	}
+	if err := bigWrite(t, cw, hour); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the write gave %v; want its deadline exceeded", err)
+	}
 }

@@ -46,6 +46,7 @@ func main() {
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
+		wal.remove()
 		log.Error("listen", "err", err)
 		os.Exit(1)
 	}
@@ -61,7 +62,9 @@ func main() {
 		srv.Close() //nolint:errcheck // exiting; the streams are hijacked and end with the process
 	}()
 	log.Info("listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+	err = srv.Serve(ln)
+	wal.remove()
+	if err != nil && err != http.ErrServerClosed {
 		log.Error("serve", "err", err)
 		os.Exit(1)
 	}
@@ -90,16 +93,26 @@ func newLog(dir string) (*wal, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &wal{f: f}
 	zeros := make([]byte, 1<<20)
 	for range walBytes / len(zeros) {
 		if _, err := f.Write(zeros); err != nil {
+			l.remove()
 			return nil, err
 		}
 	}
 	if err := f.Sync(); err != nil {
+		l.remove()
 		return nil, err
 	}
-	return &wal{f: f}, nil
+	return l, nil
+}
+
+// remove closes and deletes the file: it is 64 MiB of nothing worth
+// keeping.
+func (l *wal) remove() {
+	l.f.Close()           //nolint:errcheck // it is removed next
+	os.Remove(l.f.Name()) //nolint:errcheck // a leftover in --data is all a failure leaves
 }
 
 // append makes frame durable. A frame longer than the file is not kept.
