@@ -133,6 +133,27 @@ type gatedLog struct {
 	sizes            []int
 }
 
+// newGatedLog is a gatedLog over a fresh SQLite log.
+func newGatedLog(t *testing.T) *gatedLog {
+	return &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// awaitAnswers takes n answers from results and fails on an error, or
+// with missing when one does not come by the hang guard.
+func awaitAnswers(t *testing.T, results <-chan error, n int, missing string) {
+	t.Helper()
+	for range n {
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(hangGuard):
+			t.Fatal(missing)
+		}
+	}
+}
+
 func (g *gatedLog) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
 	g.once.Do(func() {
 		close(g.entered)
@@ -145,7 +166,7 @@ func (g *gatedLog) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, 
 }
 
 func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
-	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	g := newGatedLog(t)
 	c := NewCommitter(g, CommitterOptions{})
 	results := make(chan Result, 51)
 	done := func(r Result, err error) {
@@ -277,33 +298,18 @@ func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 // answer then share one transaction and one fsync instead of trickling
 // in one by one. The first commit, after none, never waits.
 func TestCommitterWaitsForTheLastCommitsSiblings(t *testing.T) {
-	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	g := newGatedLog(t)
 	waiting := make(chan int, 4)
 	c := NewCommitter(g, CommitterOptions{Delay: time.Hour, Waiting: func(want int) { waiting <- want }})
-	results := make(chan Result, 17)
-	done := func(r Result, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		results <- r
-	}
-	answered := func(n int) {
-		t.Helper()
-		for range n {
-			select {
-			case <-results:
-			case <-time.After(hangGuard):
-				t.Fatal("a request was not answered")
-			}
-		}
-	}
+	results := make(chan error, 17)
+	done := func(_ Result, err error) { results <- err }
 	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 	<-g.entered
 	for range 8 {
 		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 	}
 	close(g.release)
-	answered(9)
+	awaitAnswers(t, results, 9, "a request was not answered")
 	select {
 	case want := <-waiting:
 		if want != 8 {
@@ -317,7 +323,7 @@ func TestCommitterWaitsForTheLastCommitsSiblings(t *testing.T) {
 	for range 8 {
 		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 	}
-	answered(8)
+	awaitAnswers(t, results, 8, "a request was not answered")
 	c.Close()
 	if fmt.Sprint(g.sizes) != "[1 8 8]" {
 		t.Fatalf("transactions held %v requests, want [1 8 8]", g.sizes)
@@ -333,7 +339,7 @@ func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
 		close bool
 	}{{"delay", time.Millisecond, false}, {"close", time.Hour, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+			g := newGatedLog(t)
 			waiting := make(chan int, 4)
 			cm := NewCommitter(g, CommitterOptions{Delay: c.delay, Waiting: func(want int) { waiting <- want }})
 			results := make(chan error, 4)
@@ -343,11 +349,7 @@ func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
 			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 			cm.Commit(&Publish{Tenant: "a", Topic: "y", Events: events(1)}, done)
 			close(g.release)
-			for range 3 {
-				if err := <-results; err != nil {
-					t.Fatal(err)
-				}
-			}
+			awaitAnswers(t, results, 3, "a request was not answered")
 			select {
 			case want := <-waiting:
 				if want != 2 {
@@ -360,14 +362,7 @@ func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
 			if c.close {
 				go cm.Close()
 			}
-			select {
-			case err := <-results:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(hangGuard):
-				t.Fatal("a lone request was held past the wait")
-			}
+			awaitAnswers(t, results, 1, "a lone request was held past the wait")
 			cm.Close()
 		})
 	}
@@ -381,7 +376,7 @@ const hangGuard = 10 * time.Second
 // already: the next commit takes them at once, not after a wait for as
 // many siblings as the capped commit held.
 func TestCommitterLeftoversOfACappedCommitDoNotWait(t *testing.T) {
-	g := &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	g := newGatedLog(t)
 	c := NewCommitter(g, CommitterOptions{MaxEvents: 2, Delay: time.Hour})
 	results := make(chan error, 4)
 	done := func(_ Result, err error) { results <- err }
@@ -391,16 +386,7 @@ func TestCommitterLeftoversOfACappedCommitDoNotWait(t *testing.T) {
 		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
 	}
 	close(g.release)
-	for range 4 {
-		select {
-		case err := <-results:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(hangGuard):
-			t.Fatal("the request a capped commit left behind waited for siblings")
-		}
-	}
+	awaitAnswers(t, results, 4, "the request a capped commit left behind waited for siblings")
 	c.Close()
 	if fmt.Sprint(g.sizes) != "[1 2 1]" {
 		t.Fatalf("transactions held %v requests, want [1 2 1]", g.sizes)

@@ -198,11 +198,14 @@ func (s *Server) track(st *sseStream) bool {
 	return true
 }
 
+// untrack takes st out of the open streams, if track counted it.
 func (s *Server) untrack(st *sseStream) {
 	s.mu.Lock()
-	delete(s.streams, st)
-	s.mu.Unlock()
-	s.streamsDone.Done()
+	defer s.mu.Unlock()
+	if _, ok := s.streams[st]; ok {
+		delete(s.streams, st)
+		s.streamsDone.Done()
+	}
 }
 
 type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)

@@ -59,7 +59,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 // openStream checks the request, registers its stream and returns it, or
 // answers the refusal and returns nil. The stream holds its place under
 // the stream limits until it is closed.
-func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topic string) *sseStream {
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topic string) (st *sseStream) {
 	ten, aerr := s.authorizeTenant(r, tenant, topic, auth.Subscribe)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -70,9 +70,13 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 		writeError(w, refused)
 		return nil
 	}
+	defer func() {
+		if st == nil {
+			release() // refused after all
+		}
+	}()
 	from, aerr := watchFrom(r)
 	if aerr != nil {
-		release()
 		writeError(w, aerr)
 		return nil
 	}
@@ -83,14 +87,11 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	switch {
 	case err == nil:
 	case r.Context().Err() != nil:
-		release()
 		return nil // the client left
 	case errors.Is(err, hub.ErrUnavailable):
-		release()
 		writeError(w, refusal.New(refusal.Unavailable, "the topic could not be opened"))
 		return nil
 	default:
-		release()
 		s.refuseRead(w, err, "state", tenant, topic) // the snapshot's
 		return nil
 	}
@@ -102,7 +103,6 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	// on a new one. Both change the row first, so looking again catches it.
 	if aerr := s.stillThere(r, ten); aerr != nil {
 		sub.Close()
-		release()
 		writeError(w, aerr)
 		return nil
 	}
@@ -142,7 +142,6 @@ type sseStream struct {
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire
-	tracked       bool      // counted among the server's streams (open)
 	pingAt        time.Time // when a heartbeat is due, if nothing is written before
 	buf           []byte
 	parts         [3][]byte // one flush's pieces, so that a flush allocates nothing
@@ -157,16 +156,14 @@ func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, hello
 	defer cancel()
 	err := helloErr
 	defer func() {
-		// A taken-over stream's goroutine is not net/http's, whose
-		// recovery would otherwise end only this connection.
+		// A taken-over stream's goroutine has no net/http recovery: a
+		// panic ends this stream only, as it would on net/http's.
 		if v := recover(); v != nil {
 			err = fmt.Errorf("panic: %v", v)
 			s.deps.Logger.Error("stream panic", "tenant", st.tenant, "topic", st.topic, "panic", v)
 		}
 		st.wire.end()
-		if st.tracked {
-			s.untrack(st)
-		}
+		s.untrack(st)
 		st.sub.Close()
 		st.release()
 		s.deps.Metrics.StreamsOpen.Dec()
@@ -190,7 +187,6 @@ func (st *sseStream) open() error {
 	if !st.s.track(st) {
 		return errEnding
 	}
-	st.tracked = true
 	return st.hello()
 }
 
