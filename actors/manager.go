@@ -67,6 +67,12 @@ type deliver struct {
 
 type tick struct{}
 
+// notice is a message for a keyed actor only if it is running.
+type notice deliver
+
+// broadcast is a message for every running keyed actor.
+type broadcast struct{ msg any }
+
 type stopPrefix string
 
 // NewManager spawns the manager actor under name. props builds the actor
@@ -89,6 +95,20 @@ func NewManager(system *actor.ActorSystem, name string, props func(key string) *
 // Send routes msg to the actor for key. It never blocks.
 func (m *Manager) Send(key string, msg any) {
 	m.root.Send(m.pid, &deliver{key: key, msg: msg})
+}
+
+// Notify sends msg to the actor for key if one is running, and drops it
+// otherwise: news that only a running actor needs (one starting afresh
+// reads the truth itself) and that must not start one. msg reaches the
+// actor as it is, not in an Envelope, so it does not count as work that
+// keeps the actor from passivating. It never blocks.
+func (m *Manager) Notify(key string, msg any) {
+	m.root.Send(m.pid, &notice{key: key, msg: msg})
+}
+
+// Broadcast sends msg, as Notify does, to every running keyed actor.
+func (m *Manager) Broadcast(msg any) {
+	m.root.Send(m.pid, broadcast{msg: msg})
 }
 
 // Retire tells a keyed actor that nothing more will be routed to it: it
@@ -158,6 +178,14 @@ func (m *manager) Receive(ctx actor.Context) {
 		}
 		c.sent++
 		ctx.Send(c.pid, &Envelope{Msg: msg.msg})
+	case *notice:
+		if c := m.children[msg.key]; c != nil {
+			ctx.Send(c.pid, msg.msg)
+		}
+	case broadcast:
+		for _, c := range m.children {
+			ctx.Send(c.pid, msg.msg)
+		}
 	case tick:
 		for _, c := range m.children {
 			ctx.Send(c.pid, Tick{})

@@ -150,11 +150,11 @@ func BenchmarkDeleteLargeTenantWhilePublishing(b *testing.B) {
 		close(stop)
 		<-done
 		var left int
-		if err := l.read.QueryRow(`SELECT count(*) FROM events`).Scan(&left); err != nil || left == 0 {
+		if err := l.testQueryRow(`SELECT count(*) FROM events`).Scan(&left); err != nil || left == 0 {
 			b.Fatalf("events left %d (%v): the other tenant's commits should be all", left, err)
 		}
 		var bigLeft int
-		if err := l.read.QueryRow(`SELECT count(*) FROM events e JOIN doomed_topics d ON d.id = e.topic_id`).Scan(&bigLeft); err != nil || bigLeft != 0 {
+		if err := l.testQueryRow(`SELECT count(*) FROM events e JOIN doomed_topics d ON d.id = e.topic_id`).Scan(&bigLeft); err != nil || bigLeft != 0 {
 			b.Fatalf("the deleted tenant's events left: %d (%v)", bigLeft, err)
 		}
 	}

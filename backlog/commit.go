@@ -24,40 +24,40 @@ type Quotas struct {
 
 // SetQuotas sets the quotas that commits enforce; call it before the
 // first commit.
-func (s *SQLite) SetQuotas(q Quotas) { s.quotas = q }
+func (s *Store) SetQuotas(q Quotas) { s.quotas = q }
 
 // eventBytes is what one event adds to its tenant's stored bytes; purge
 // takes the same measure away (length(data)+length(type)+length(key)).
 func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
 
 // CommitBatch commits all requests in one write transaction.
-func (s *SQLite) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
+func (s *Store) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
 	// Before the transaction: the writer has one connection, which the
 	// transaction then holds.
 	prepared, err := s.statements(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin commit: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	a := commitTx{ctx: ctx, tx: tx, quotas: s.quotas,
-		topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
-	a.bind(ctx, tx, prepared) // the transaction's statements close with it
-	now := s.now().UTC()
-	results := make([]Result, len(reqs))
-	for i, req := range reqs {
-		if results[i], err = a.append(req, now); err != nil {
-			return nil, err
+	var results []Result
+	err = s.inTx(ctx, fmt.Sprintf("commit of %d requests", len(reqs)), func(tx *sql.Tx) error {
+		a := commitTx{ctx: ctx, tx: tx, quotas: s.quotas,
+			topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
+		a.bind(ctx, tx, prepared) // the transaction's statements close with it
+		now := s.now().UTC()
+		results = make([]Result, len(reqs))
+		for i, req := range reqs {
+			var err error
+			if results[i], err = a.append(req, now); err != nil {
+				return err
+			}
 		}
-	}
-	if err := a.writeBack(now); err != nil {
+		if err := a.writeBack(now); err != nil {
+			return err
+		}
+		return s.committed(ctx, tx, reqs, results)
+	})
+	if err != nil {
 		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit %d requests: %w", len(reqs), err)
 	}
 	return results, nil
 }
@@ -139,7 +139,7 @@ func (st *statements) list() []statementSQL {
 }
 
 // statements prepares the commit's statements on the writer, once.
-func (s *SQLite) statements(ctx context.Context) (*statements, error) {
+func (s *Store) statements(ctx context.Context) (*statements, error) {
 	s.stmtsMu.Lock()
 	defer s.stmtsMu.Unlock()
 	if s.stmts != nil {
@@ -147,7 +147,7 @@ func (s *SQLite) statements(ctx context.Context) (*statements, error) {
 	}
 	st := &statements{}
 	for _, p := range st.list() {
-		stmt, err := s.write.PrepareContext(ctx, p.sql)
+		stmt, err := s.write.PrepareContext(ctx, s.q(p.sql))
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), st.close())
 		}

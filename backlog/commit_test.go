@@ -15,7 +15,7 @@ func one(tenant, topic string) *Publish {
 	return &Publish{Tenant: tenant, Topic: topic, Events: events(1)}
 }
 
-func commitOne(t *testing.T, l *SQLite, a *Publish) Result {
+func commitOne(t *testing.T, l *Store, a *Publish) Result {
 	t.Helper()
 	res, err := l.CommitBatch(context.Background(), []*Publish{a})
 	if err != nil {
@@ -55,7 +55,7 @@ func TestAppendRequiresTheGenerationItWasAuthorizedAgainst(t *testing.T) {
 		t.Fatalf("a publish of the new tenant: %+v", r)
 	}
 	// A rotation is a new generation of the same tenant.
-	if _, err := l.write.Exec(`UPDATE tenants SET generation = generation + 2 WHERE name = 'a'`); err != nil {
+	if _, err := l.testExec(`UPDATE tenants SET generation = generation + 2 WHERE name = 'a'`); err != nil {
 		t.Fatal(err)
 	}
 	if r := commitOne(t, l, fresh); !errors.Is(r.Err, ErrNoTenant) {
@@ -101,7 +101,7 @@ func TestTenantWideKeyBindsTopicAndRequest(t *testing.T) {
 		t.Fatalf("topic-scoped key: %+v", r)
 	}
 	var n int
-	if err := l.write.QueryRow(`SELECT count(*) FROM topics WHERE tenant = 'a'`).Scan(&n); err != nil || n != 2 {
+	if err := l.testQueryRow(`SELECT count(*) FROM topics WHERE tenant = 'a'`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("topics %d (%v): a refused replay created one", n, err)
 	}
 	if h, _ := l.Head(ctx, "a", "audit"); h != 1 {
@@ -138,7 +138,7 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 	}
 	usage := func() (b, n int64) {
 		t.Helper()
-		if err := l.write.QueryRow(`SELECT bytes, topics FROM usage WHERE tenant = 'a'`).Scan(&b, &n); err != nil {
+		if err := l.testQueryRow(`SELECT bytes, topics FROM usage WHERE tenant = 'a'`).Scan(&b, &n); err != nil {
 			t.Fatal(err)
 		}
 		return b, n
@@ -158,7 +158,7 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 		t.Fatalf("small state: %+v", r)
 	}
 	var stateBytes int64
-	if err := l.write.QueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != int64(len("k")+len(`"small"`)) {
+	if err := l.testQueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != int64(len("k")+len(`"small"`)) {
 		t.Fatalf("state bytes %d (%v)", stateBytes, err)
 	}
 	b1, _ := usage()
@@ -172,7 +172,7 @@ func TestQuotasRefuseAndStoreNothing(t *testing.T) {
 	if r := commitOne(t, l, keyed("k", event.OpDelete, `null`)); r.Err != nil {
 		t.Fatalf("delete: %+v", r)
 	}
-	if err := l.write.QueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != 0 {
+	if err := l.testQueryRow(`SELECT state_bytes FROM topics WHERE tenant = 'a' AND topic = 'x'`).Scan(&stateBytes); err != nil || stateBytes != 0 {
 		t.Fatalf("state bytes after delete %d (%v)", stateBytes, err)
 	}
 	if h, _ := l.Head(context.Background(), "a", "y"); h != 1 {
@@ -186,11 +186,11 @@ func TestCommitSetsOldestOnce(t *testing.T) {
 	l := openTest(t)
 	commitOne(t, l, one("a", "x"))
 	var first, second int64
-	if err := l.write.QueryRow(`SELECT oldest FROM topics`).Scan(&first); err != nil || first == 0 {
+	if err := l.testQueryRow(`SELECT oldest FROM topics`).Scan(&first); err != nil || first == 0 {
 		t.Fatalf("oldest %d (%v)", first, err)
 	}
 	commitOne(t, l, one("a", "x"))
-	if err := l.write.QueryRow(`SELECT oldest FROM topics`).Scan(&second); err != nil || second != first {
+	if err := l.testQueryRow(`SELECT oldest FROM topics`).Scan(&second); err != nil || second != first {
 		t.Fatalf("oldest moved from %d to %d (%v)", first, second, err)
 	}
 }

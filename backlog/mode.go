@@ -16,8 +16,8 @@ const (
 // other mode: in dev mode every name is a tenant and nothing needs
 // credentials, so a production tenant created later under a dev tenant's
 // name would otherwise see that name's dev-mode events.
-func (s *SQLite) ClaimMode(ctx context.Context, mode string) (string, error) {
-	if _, err := s.write.ExecContext(ctx,
+func (s *Store) ClaimMode(ctx context.Context, mode string) (string, error) {
+	if _, err := s.exec(ctx,
 		`INSERT INTO meta (key, value) VALUES ('mode', ?) ON CONFLICT (key) DO NOTHING`, mode); err != nil {
 		return "", fmt.Errorf("record the database's mode: %w", err)
 	}

@@ -30,7 +30,7 @@ func TestDataWrittenBeforeModesIsDevWhenItHasRowlessTenants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			migrations, _ := fs.Sub(schema.Migrations, "migrations")
+			migrations, _ := fs.Sub(schema.SQLite, "sqlite")
 			p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations, goose.WithDisableGlobalRegistry(true))
 			if err != nil {
 				t.Fatal(err)

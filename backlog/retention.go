@@ -33,11 +33,12 @@ const (
 	// before ?1, through the partial index topics_oldest.
 	listAgedSQL = `SELECT id FROM topics WHERE oldest < ?1 ORDER BY oldest LIMIT ?2`
 	// listToPurgeSQL lists topics with trimmed rows not yet deleted, after
-	// id ?1, through the partial index topics_to_purge.
+	// id ?1, through the partial index topics_to_purge, which SQLite's
+	// planner must be told to use; Postgres finds it by itself.
 	listToPurgeSQL = `SELECT id FROM topics INDEXED BY topics_to_purge WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`
 	// eventBytesSQL is what an event row weighs in usage.bytes; the commit
 	// adds the same measure.
-	eventBytesSQL = `coalesce(sum(length(data) + length(type) + length(key)), 0)`
+	eventBytesSQL = `CAST(coalesce(sum(length(data) + length(type) + length(key)), 0) AS BIGINT)`
 )
 
 // TrimByCount moves the trim point of every topic holding more than n
@@ -45,12 +46,12 @@ const (
 // Purge. One statement, through an index of head - trimmed, so that its
 // cost is the topics over the limit, not all topics. It returns how many
 // topics were trimmed.
-func (s *SQLite) TrimByCount(ctx context.Context, n int64) (int64, error) {
+func (s *Store) TrimByCount(ctx context.Context, n int64) (int64, error) {
 	if n <= 0 {
 		return 0, nil
 	}
 	s.beforeTx("count")
-	res, err := s.write.ExecContext(ctx, trimByCountSQL, n)
+	res, err := s.exec(ctx, trimByCountSQL, n)
 	if err != nil {
 		return 0, fmt.Errorf("trim by count to %d: %w", n, err)
 	}
@@ -68,7 +69,7 @@ func (s *SQLite) TrimByCount(ctx context.Context, n int64) (int64, error) {
 // acted on as it is now, never as it was. The cost grows with the topics
 // and events it trims, not with the number of topics. It returns how many
 // topics were trimmed.
-func (s *SQLite) TrimByAge(ctx context.Context, age time.Duration) (int64, error) {
+func (s *Store) TrimByAge(ctx context.Context, age time.Duration) (int64, error) {
 	if age <= 0 {
 		return 0, nil
 	}
@@ -91,17 +92,23 @@ func (s *SQLite) TrimByAge(ctx context.Context, age time.Duration) (int64, error
 // trimAged moves the listed topics past their events older than cutoff in
 // one transaction. Each topic it looks at leaves the listing (its oldest
 // becomes >= cutoff or NULL), so TrimByAge's loop ends.
-func (s *SQLite) trimAged(ctx context.Context, ids []int64, cutoff int64) (int64, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin age trim: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+func (s *Store) trimAged(ctx context.Context, ids []int64, cutoff int64) (int64, error) {
+	var moved int64
+	err := s.inTx(ctx, fmt.Sprintf("age trim of %d topics", len(ids)), func(tx *sql.Tx) error {
+		var err error
+		moved, err = s.trimAgedIn(ctx, tx, ids, cutoff)
+		return err
+	})
+	return moved, err
+}
+
+// trimAgedIn is trimAged's transaction.
+func (s *Store) trimAgedIn(ctx context.Context, tx *sql.Tx, ids []int64, cutoff int64) (int64, error) {
 	var moved int64
 	for _, id := range ids {
 		var head, trimmed int64
 		var oldest sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT head, trimmed, oldest FROM topics WHERE id = ?`, id).
+		err := tx.QueryRowContext(ctx, s.q(`SELECT head, trimmed, oldest FROM topics WHERE id = ?`), id).
 			Scan(&head, &trimmed, &oldest)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // deleted since the listing
@@ -114,8 +121,8 @@ func (s *SQLite) trimAged(ctx context.Context, ids []int64, cutoff int64) (int64
 		}
 		to, next := head, sql.NullInt64{}
 		var young int64
-		err = tx.QueryRowContext(ctx, `SELECT seq, time FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
-			ORDER BY seq LIMIT 1`, id, trimmed, cutoff).Scan(&young, &next.Int64)
+		err = tx.QueryRowContext(ctx, s.q(`SELECT seq, time FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
+			ORDER BY seq LIMIT 1`), id, trimmed, cutoff).Scan(&young, &next.Int64)
 		switch {
 		case err == nil:
 			to, next.Valid = young-1, true
@@ -123,23 +130,20 @@ func (s *SQLite) trimAged(ctx context.Context, ids []int64, cutoff int64) (int64
 			return 0, fmt.Errorf("find young events of topic %d: %w", id, err)
 		}
 		to = max(trimmed, min(to, head))
-		if _, err := tx.ExecContext(ctx, `UPDATE topics SET trimmed = ?, oldest = ? WHERE id = ?`, to, next, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE topics SET trimmed = ?, oldest = ? WHERE id = ?`), to, next, id); err != nil {
 			return 0, fmt.Errorf("trim topic %d by age: %w", id, err)
 		}
 		if to > trimmed {
 			moved++
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit age trim of %d topics: %w", len(ids), err)
-	}
 	return moved, nil
 }
 
 // listTopics runs a topic listing (listAgedSQL or listToPurgeSQL) on the
 // read pool: the writer is not held while it runs.
-func (s *SQLite) listTopics(ctx context.Context, query string, arg int64) ([]int64, error) {
-	rows, err := s.read.QueryContext(ctx, query, arg, topicChunk)
+func (s *Store) listTopics(ctx context.Context, query string, arg int64) ([]int64, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(query), arg, topicChunk)
 	if err != nil {
 		return nil, fmt.Errorf("list topics for retention: %w", err)
 	}
@@ -159,7 +163,7 @@ func (s *SQLite) listTopics(ctx context.Context, query string, arg int64) ([]int
 }
 
 // beforeTx calls the test hook, if any.
-func (s *SQLite) beforeTx(duty string) {
+func (s *Store) beforeTx(duty string) {
 	if s.BeforeRetentionTx != nil {
 		s.BeforeRetentionTx(duty)
 	}
@@ -173,10 +177,10 @@ func (s *SQLite) beforeTx(duty string) {
 // transaction. Each transaction reads each topic's row again and acts on
 // what it holds then; it also takes the rows' bytes off the tenant's usage.
 // It returns the number of rows deleted.
-func (s *SQLite) Purge(ctx context.Context) (int64, error) {
+func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var deleted, after int64
 	for {
-		ids, err := s.listTopics(ctx, listToPurgeSQL, after)
+		ids, err := s.listTopics(ctx, s.d.listToPurge, after)
 		if err != nil {
 			return deleted, err
 		}
@@ -204,12 +208,22 @@ func (s *SQLite) Purge(ctx context.Context) (int64, error) {
 // no longer in topics is skipped: its id is never reused, and a deleted
 // tenant's rows are PurgeDoomed's. At least one topic is finished or
 // purgeChunk rows deleted, so Purge's loop ends.
-func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
+func (s *Store) purgeTopics(ctx context.Context, ids []int64) (int64, int, error) {
+	var deleted int64
+	var done int
+	err := s.inTx(ctx, fmt.Sprintf("purge of %d topics", len(ids)), func(tx *sql.Tx) error {
+		var err error
+		deleted, done, err = s.purgeTopicsIn(ctx, tx, ids)
+		return err
+	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("begin purge of %d topics: %w", len(ids), err)
+		return 0, 0, err
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	return deleted, done, nil
+}
+
+// purgeTopicsIn is purgeTopics's transaction.
+func (s *Store) purgeTopicsIn(ctx context.Context, tx *sql.Tx, ids []int64) (int64, int, error) {
 	var deleted int64
 	budget := int64(purgeChunk)
 	done := 0
@@ -219,7 +233,7 @@ func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, erro
 		}
 		var tenant string
 		var trimmed, purged int64
-		err := tx.QueryRowContext(ctx, `SELECT tenant, trimmed, purged FROM topics WHERE id = ?`, id).Scan(&tenant, &trimmed, &purged)
+		err := tx.QueryRowContext(ctx, s.q(`SELECT tenant, trimmed, purged FROM topics WHERE id = ?`), id).Scan(&tenant, &trimmed, &purged)
 		if errors.Is(err, sql.ErrNoRows) {
 			done++ // deleted since the listing
 			continue
@@ -236,11 +250,11 @@ func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, erro
 		to := min(purged+budget, trimmed)
 		budget -= to - purged
 		var bytes int64
-		if err := tx.QueryRowContext(ctx, `SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`,
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`),
 			id, purged, to).Scan(&bytes); err != nil {
 			return 0, 0, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`, id, purged, to)
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to)
 		if err != nil {
 			return 0, 0, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
 		}
@@ -249,10 +263,10 @@ func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, erro
 			return 0, 0, fmt.Errorf("count purge of topic %d: %w", id, err)
 		}
 		deleted += n
-		if _, err := tx.ExecContext(ctx, `UPDATE topics SET purged = ? WHERE id = ?`, to, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE topics SET purged = ? WHERE id = ?`), to, id); err != nil {
 			return 0, 0, fmt.Errorf("record purge of topic %d: %w", id, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE usage SET bytes = bytes - ? WHERE tenant = ?`, bytes, tenant); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE usage SET bytes = bytes - ? WHERE tenant = ?`), bytes, tenant); err != nil {
 			return 0, 0, fmt.Errorf("take purge of topic %d off the usage of %s: %w", id, tenant, err)
 		}
 		if to < trimmed {
@@ -260,16 +274,13 @@ func (s *SQLite) purgeTopics(ctx context.Context, ids []int64) (int64, int, erro
 		}
 		done++
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, 0, fmt.Errorf("commit purge of %d topics: %w", len(ids), err)
-	}
 	return deleted, done, nil
 }
 
 // ExpireKeys forgets idempotency keys and webhook ids older than ttl, at
 // most keyChunk per transaction, so a day's worth of keys expiring at once
 // never holds the writer for long. It returns how many it forgot.
-func (s *SQLite) ExpireKeys(ctx context.Context, ttl time.Duration) (int64, error) {
+func (s *Store) ExpireKeys(ctx context.Context, ttl time.Duration) (int64, error) {
 	before := s.now().Add(-ttl).UnixNano()
 	var expired int64
 	for _, q := range []struct{ table, sql string }{
@@ -279,7 +290,7 @@ func (s *SQLite) ExpireKeys(ctx context.Context, ttl time.Duration) (int64, erro
 			(SELECT tenant, key FROM webhook_keys WHERE created < ?1 LIMIT ?2)`},
 	} {
 		for {
-			res, err := s.write.ExecContext(ctx, q.sql, before, keyChunk)
+			res, err := s.exec(ctx, q.sql, before, keyChunk)
 			if err != nil {
 				return expired, fmt.Errorf("expire %s: %w", q.table, err)
 			}

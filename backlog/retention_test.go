@@ -62,7 +62,7 @@ func TestTrimByCountThenPurge(t *testing.T) {
 		t.Fatalf("purge deleted %d: %v", deleted, err)
 	}
 	var rows int
-	l.read.QueryRow(`SELECT count(*) FROM events`).Scan(&rows)
+	l.testQueryRow(`SELECT count(*) FROM events`).Scan(&rows)
 	if rows != 100 {
 		t.Fatalf("%d rows left, want 100", rows)
 	}

@@ -2,6 +2,7 @@ package backlog
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,21 @@ import (
 	"time"
 
 	"edgehub/event"
+	"edgehub/pgtest"
 )
 
-func openTest(t testing.TB) *SQLite {
+// openTest opens a fresh log on the store the suite runs on (SQLite, or
+// Postgres with EDGEHUB_TEST_STORE=postgres).
+func openTest(t testing.TB) *Store {
 	t.Helper()
-	l, err := OpenSQLite(context.Background(), t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), SyncFull)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var l *Store
+	var err error
+	if pgtest.Enabled() {
+		l, err = OpenPostgres(context.Background(), pgtest.Database(t), logger)
+	} else {
+		l, err = OpenSQLite(context.Background(), t.TempDir(), logger, SyncFull)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +137,7 @@ func TestReadPagesAfterPosition(t *testing.T) {
 // gatedLog holds the first commit until released, so the test knows that
 // every later request queued while a commit was running.
 type gatedLog struct {
-	*SQLite
+	*Store
 	entered, release chan struct{}
 	once             sync.Once
 	mu               sync.Mutex
@@ -135,7 +146,7 @@ type gatedLog struct {
 
 // newGatedLog is a gatedLog over a fresh SQLite log.
 func newGatedLog(t *testing.T) *gatedLog {
-	return &gatedLog{SQLite: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
+	return &gatedLog{Store: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 // awaitAnswers takes n answers from results and fails on an error, or
@@ -162,7 +173,7 @@ func (g *gatedLog) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, 
 	g.mu.Lock()
 	g.sizes = append(g.sizes, len(reqs))
 	g.mu.Unlock()
-	return g.SQLite.CommitBatch(ctx, reqs)
+	return g.Store.CommitBatch(ctx, reqs)
 }
 
 func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
@@ -276,7 +287,7 @@ func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.write.Exec(`UPDATE topics SET state_bytes = 0`); err != nil {
+	if _, err := l.testExec(`UPDATE topics SET state_bytes = 0`); err != nil {
 		t.Fatal(err)
 	}
 	var admitted int64
@@ -391,4 +402,17 @@ func TestCommitterLeftoversOfACappedCommitDoNotWait(t *testing.T) {
 	if fmt.Sprint(g.sizes) != "[1 2 1]" {
 		t.Fatalf("transactions held %v requests, want [1 2 1]", g.sizes)
 	}
+}
+
+// The tests' own statements, in the store's placeholders.
+func (s *Store) testExec(query string, args ...any) (sql.Result, error) {
+	return s.write.Exec(s.q(query), args...)
+}
+
+func (s *Store) testQueryRow(query string, args ...any) *sql.Row {
+	return s.read.QueryRow(s.q(query), args...)
+}
+
+func (s *Store) testQuery(query string, args ...any) (*sql.Rows, error) {
+	return s.read.Query(s.q(query), args...)
 }

@@ -20,7 +20,7 @@ const stateFrame = 64
 // again with more if the rows go past that: the caller takes them from its
 // budget, and an error from admit (wrapped in the one returned) ends the
 // read before the bytes are allocated.
-func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n int64) error) (event.State, error) {
+func (s *Store) State(ctx context.Context, tenant, topic string, admit func(n int64) error) (event.State, error) {
 	var st event.State
 	tx, t, err := s.readTopic(ctx, tenant, topic)
 	if err != nil {
@@ -33,7 +33,7 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
 	st.Seq = t.head
 	var size int64
-	if err := tx.QueryRowContext(ctx, `SELECT state_bytes FROM topics WHERE id = ?`, t.id).Scan(&size); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT state_bytes FROM topics WHERE id = ?`), t.id).Scan(&size); err != nil {
 		return st, fmt.Errorf("read state size of %s/%s: %w", tenant, topic, err)
 	}
 	// Each key adds 4 bytes of quotes, colon and comma; an eighth covers
@@ -43,7 +43,7 @@ func (s *SQLite) State(ctx context.Context, tenant, topic string, admit func(n i
 		return st, fmt.Errorf("admit the %d-byte state of %s/%s: %w", admitted, tenant, topic, err)
 	}
 	b := event.AppendStateStart(make([]byte, 0, admitted), st.Seq)
-	rows, err := tx.QueryContext(ctx, `SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`, t.id)
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT key, data FROM state WHERE topic_id = ? ORDER BY key`), t.id)
 	if err != nil {
 		return st, fmt.Errorf("read state of %s/%s: %w", tenant, topic, err)
 	}

@@ -18,14 +18,16 @@ var ErrNoTenant = errors.New("unknown tenant")
 
 // CreateTenant creates the tenant with fresh secrets, or returns the one
 // that exists; created tells which.
-func (s *SQLite) CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error) {
+func (s *Store) CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error) {
 	t, err := freshSecrets(name)
 	if err != nil {
 		return auth.Tenant{}, false, err
 	}
-	err = s.write.QueryRowContext(ctx, `INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`,
-		t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
+	err = s.retry(ctx, func() error {
+		return s.write.QueryRowContext(ctx, s.q(`INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`),
+			t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
+	})
 	if err == nil {
 		return t, true, nil
 	}
@@ -37,9 +39,9 @@ func (s *SQLite) CreateTenant(ctx context.Context, name string) (auth.Tenant, bo
 }
 
 // Tenant looks a tenant up.
-func (s *SQLite) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
+func (s *Store) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 	t := auth.Tenant{Name: name}
-	err := s.read.QueryRowContext(ctx, `SELECT id, generation, signing_secret, webhook_secret FROM tenants WHERE name = ?`, name).
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT id, generation, signing_secret, webhook_secret FROM tenants WHERE name = ?`), name).
 		Scan(&t.ID, &t.Generation, &t.SigningSecret, &t.WebhookSecret)
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.Tenant{}, ErrNoTenant
@@ -57,30 +59,33 @@ func (s *SQLite) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 // small chunks. Topic ids are never reused, so that purge cannot reach a
 // topic created after this. It returns ErrNoTenant when the tenant had no
 // row; its topics (dev mode has tenants without rows) are still removed.
-func (s *SQLite) DeleteTenant(ctx context.Context, name string) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin delete of tenant %s: %w", name, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	var id int64
-	err = tx.QueryRowContext(ctx, `DELETE FROM tenants WHERE name = ? RETURNING id`, name).Scan(&id)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("delete tenant %s: %w", name, err)
-	}
-	found := err == nil
-	for _, step := range []struct{ what, sql string }{
-		{"usage", `DELETE FROM usage WHERE tenant = ?1`},
-		{"doomed topics", `INSERT INTO doomed_topics (id) SELECT id FROM topics WHERE tenant = ?1`},
-		{"doomed webhook keys", `INSERT INTO doomed_tenants (name, id, deleted) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING`},
-		{"topics", `DELETE FROM topics WHERE tenant = ?1`},
-	} {
-		if _, err := tx.ExecContext(ctx, step.sql, name, id, s.now().UnixNano()); err != nil {
-			return fmt.Errorf("delete %s of tenant %s: %w", step.what, name, err)
+func (s *Store) DeleteTenant(ctx context.Context, name string) error {
+	var found bool
+	err := s.inTx(ctx, "delete of tenant "+name, func(tx *sql.Tx) error {
+		var id int64
+		err := tx.QueryRowContext(ctx, s.q(`DELETE FROM tenants WHERE name = ? RETURNING id`), name).Scan(&id)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("delete tenant %s: %w", name, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit delete of tenant %s: %w", name, err)
+		found = err == nil
+		for _, step := range []struct {
+			what, sql string
+			args      []any
+		}{
+			{"usage", `DELETE FROM usage WHERE tenant = ?`, []any{name}},
+			{"doomed topics", `INSERT INTO doomed_topics (id) SELECT id FROM topics WHERE tenant = ?`, []any{name}},
+			{"doomed webhook keys", `INSERT INTO doomed_tenants (name, id, deleted) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+				[]any{name, id, s.now().UnixNano()}},
+			{"topics", `DELETE FROM topics WHERE tenant = ?`, []any{name}},
+		} {
+			if _, err := tx.ExecContext(ctx, s.q(step.sql), step.args...); err != nil {
+				return fmt.Errorf("delete %s of tenant %s: %w", step.what, name, err)
+			}
+		}
+		return s.tenantEnded(ctx, tx, name)
+	})
+	if err != nil {
+		return err
 	}
 	if !found {
 		return ErrNoTenant
@@ -96,7 +101,7 @@ func (s *SQLite) DeleteTenant(ctx context.Context, name string) error {
 // secure_delete on, the deleted data is then gone from the database file
 // and from the WAL, and a checkpoint that readers kept from finishing is
 // tried again next time. It returns the number of rows removed.
-func (s *SQLite) PurgeDoomed(ctx context.Context) (int64, error) {
+func (s *Store) PurgeDoomed(ctx context.Context) (int64, error) {
 	var removed int64
 	for {
 		ids, names, err := s.listDoomed(ctx)
@@ -118,7 +123,7 @@ func (s *SQLite) PurgeDoomed(ctx context.Context) (int64, error) {
 		for _, t := range names {
 			for more := true; more; {
 				s.beforeTx("doomed")
-				res, err := s.write.ExecContext(ctx, `DELETE FROM webhook_keys WHERE tenant = ?1 AND key IN
+				res, err := s.exec(ctx, `DELETE FROM webhook_keys WHERE tenant = ?1 AND key IN
 					(SELECT key FROM webhook_keys WHERE tenant = ?1 AND tenant_id = ?2 AND created <= ?3 LIMIT ?4)`,
 					t.name, t.id, t.deleted, purgeChunk)
 				if err != nil {
@@ -148,12 +153,12 @@ type doomedTenant struct {
 }
 
 // listDoomed reads a batch of doomed topics and tenants.
-func (s *SQLite) listDoomed(ctx context.Context) ([]int64, []doomedTenant, error) {
+func (s *Store) listDoomed(ctx context.Context) ([]int64, []doomedTenant, error) {
 	ids, err := s.listTopics(ctx, `SELECT id FROM doomed_topics WHERE id > ?1 ORDER BY id LIMIT ?2`, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT name, id, deleted FROM doomed_tenants LIMIT ?`, topicChunk)
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT name, id, deleted FROM doomed_tenants LIMIT ?`), topicChunk)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list deleted tenants: %w", err)
 	}
@@ -175,89 +180,84 @@ func (s *SQLite) listDoomed(ctx context.Context) ([]int64, []doomedTenant, error
 // purgeDoomedTopic deletes up to purgeChunk rows of a doomed topic, events
 // first, then state, then idempotency keys, in one transaction, and
 // returns how many it deleted: 0 means none are left.
-func (s *SQLite) purgeDoomedTopic(ctx context.Context, id int64) (int64, error) {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin purge of deleted topic %d: %w", id, err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+func (s *Store) purgeDoomedTopic(ctx context.Context, id int64) (int64, error) {
 	var deleted int64
-	for _, q := range []struct{ table, sql string }{
-		{"events", `DELETE FROM events WHERE topic_id = ?1 AND seq IN
-			(SELECT seq FROM events WHERE topic_id = ?1 ORDER BY seq LIMIT ?2)`},
-		{"state", `DELETE FROM state WHERE topic_id = ?1 AND key IN
-			(SELECT key FROM state WHERE topic_id = ?1 LIMIT ?2)`},
-		{"idempotency", `DELETE FROM idempotency WHERE topic_id = ?1 AND key IN
-			(SELECT key FROM idempotency WHERE topic_id = ?1 LIMIT ?2)`},
-	} {
-		if deleted == purgeChunk {
-			break
+	err := s.inTx(ctx, fmt.Sprintf("purge of deleted topic %d", id), func(tx *sql.Tx) error {
+		deleted = 0
+		for _, q := range []struct{ table, sql string }{
+			{"events", `DELETE FROM events WHERE topic_id = ?1 AND seq IN
+				(SELECT seq FROM events WHERE topic_id = ?1 ORDER BY seq LIMIT ?2)`},
+			{"state", `DELETE FROM state WHERE topic_id = ?1 AND key IN
+				(SELECT key FROM state WHERE topic_id = ?1 LIMIT ?2)`},
+			{"idempotency", `DELETE FROM idempotency WHERE topic_id = ?1 AND key IN
+				(SELECT key FROM idempotency WHERE topic_id = ?1 LIMIT ?2)`},
+		} {
+			if deleted == purgeChunk {
+				break
+			}
+			res, err := tx.ExecContext(ctx, s.q(q.sql), id, purgeChunk-deleted)
+			if err != nil {
+				return fmt.Errorf("purge %s of deleted topic %d: %w", q.table, id, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("count purged %s of deleted topic %d: %w", q.table, id, err)
+			}
+			deleted += n
 		}
-		res, err := tx.ExecContext(ctx, q.sql, id, purgeChunk-deleted)
-		if err != nil {
-			return 0, fmt.Errorf("purge %s of deleted topic %d: %w", q.table, id, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("count purged %s of deleted topic %d: %w", q.table, id, err)
-		}
-		deleted += n
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit purge of deleted topic %d: %w", id, err)
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return deleted, nil
 }
 
-// checkpoint copies the WAL into the database and truncates it, so that
-// the pages that held deleted data before secure_delete zeroed them do not
-// stay readable in the WAL. It fails when readers kept it from finishing.
-func (s *SQLite) checkpoint(ctx context.Context) error {
-	var busy, frames, copied int64
-	if err := s.write.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
-		return fmt.Errorf("checkpoint after purging deleted tenants: %w", err)
+// checkpoint lets the store take what the purge deleted out of its files
+// (SQLite's WAL kept the pages that held it before secure_delete zeroed
+// them); it fails when readers kept it from finishing.
+func (s *Store) checkpoint(ctx context.Context) error {
+	if s.d.checkpoint == nil {
+		return nil
 	}
-	if busy != 0 {
-		return fmt.Errorf("checkpoint after purging deleted tenants: readers kept it from finishing (%d of %d frames copied); it is tried again on the next purge", copied, frames)
-	}
-	return nil
+	return s.d.checkpoint(ctx, s.write)
 }
 
 // forgetDoomed deletes the doomed rows whose data is gone.
-func (s *SQLite) forgetDoomed(ctx context.Context, ids []int64, names []doomedTenant) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin forgetting deleted tenants: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM doomed_topics WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("forget deleted topic %d: %w", id, err)
+func (s *Store) forgetDoomed(ctx context.Context, ids []int64, names []doomedTenant) error {
+	return s.inTx(ctx, "forgetting deleted tenants", func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM doomed_topics WHERE id = ?`), id); err != nil {
+				return fmt.Errorf("forget deleted topic %d: %w", id, err)
+			}
 		}
-	}
-	for _, t := range names {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM doomed_tenants WHERE name = ? AND id = ? AND deleted = ?`,
-			t.name, t.id, t.deleted); err != nil {
-			return fmt.Errorf("forget deleted tenant %s: %w", t.name, err)
+		for _, t := range names {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM doomed_tenants WHERE name = ? AND id = ? AND deleted = ?`),
+				t.name, t.id, t.deleted); err != nil {
+				return fmt.Errorf("forget deleted tenant %s: %w", t.name, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit forgetting deleted tenants: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // Rotate gives the tenant new signing and webhook secrets and a new
 // generation, keeping its id: tokens and webhook signatures made with the
 // old secrets stop verifying, and a request authorized before the rotation
 // no longer commits. It returns ErrNoTenant for an unknown tenant.
-func (s *SQLite) Rotate(ctx context.Context, name string) (auth.Tenant, error) {
+func (s *Store) Rotate(ctx context.Context, name string) (auth.Tenant, error) {
 	t, err := freshSecrets(name)
 	if err != nil {
 		return auth.Tenant{}, err
 	}
-	err = s.write.QueryRowContext(ctx, `UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
-		WHERE name = ? RETURNING id`, t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
+	err = s.inTx(ctx, "rotation of tenant "+name, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, s.q(`UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
+			WHERE name = ? RETURNING id`), t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
+		if err != nil {
+			return err
+		}
+		return s.tenantEnded(ctx, tx, name)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.Tenant{}, ErrNoTenant
 	}

@@ -37,13 +37,13 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 		tenant string
 		id     int64
 	}{{"big", big.ID}, {"other", 0}} {
-		if _, err := l.write.Exec(`INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
-			VALUES (?, 'msg_1', ?, 'a', x'00', 1, 1, 0, ?)`, w.tenant, w.id, l.now().UnixNano()); err != nil {
+		if _, err := l.testExec(`INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
+			VALUES (?, 'msg_1', ?, 'a', ?, 1, 1, FALSE, ?)`, w.tenant, w.id, []byte{0}, l.now().UnixNano()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var ids []int64
-	rows, err := l.read.Query(`SELECT id FROM topics WHERE tenant = 'big'`)
+	rows, err := l.testQuery(`SELECT id FROM topics WHERE tenant = 'big'`)
 	if err != nil {
 		t.Fatal(err)
 	}

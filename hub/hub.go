@@ -85,7 +85,24 @@ type (
 		// check marks a periodic comparison rather than the initial load.
 		check bool
 	}
+	// remoteCommit is a hint that another process sharing the log
+	// committed first..last of the topic. It may be lost, late, repeated
+	// or out of order: the hub reads what it names from the log.
+	remoteCommit struct{ first, last int64 }
+	// resync says hints may have been lost: compare the head with the log.
+	resync struct{}
+	// fetched is a range read from the log for a hint or a check.
+	fetched struct {
+		page    backlog.Page
+		items   []*item
+		release func()
+		err     error
+	}
 )
+
+func (*remoteCommit) IgnoreDeadLetterLogging() {}
+func (resync) IgnoreDeadLetterLogging()        {}
+func (*fetched) IgnoreDeadLetterLogging()      {}
 
 func (*committed) IgnoreDeadLetterLogging() {}
 func (*headRead) IgnoreDeadLetterLogging()  {}
@@ -114,6 +131,12 @@ type hub struct {
 	// recent holds the newest commits, up to head: a stream whose position
 	// is among them joins live at once and is given the rest from here.
 	recent recent
+
+	// behind is the newest sequence number the log is known to hold (from
+	// a hint or a check) beyond head; fetching says a read of the range
+	// after head is in flight.
+	behind   int64
+	fetching bool
 
 	// inflight counts publishes handed to the committer and not answered.
 	inflight int
@@ -154,6 +177,13 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.stopIfRetired(ctx)
 	case *headRead:
 		h.headRead(ctx, msg)
+	case *remoteCommit:
+		h.behind = max(h.behind, msg.last)
+		h.fetch(ctx)
+	case resync:
+		h.readHead(ctx, true)
+	case *fetched:
+		h.fetched(ctx, msg)
 	case actors.Retire:
 		// Nothing more is routed here (the tenant was deleted or rotated):
 		// end the streams now, answer the publishes in flight, then stop.
@@ -265,9 +295,7 @@ func (h *hub) apply(r backlog.Result, items []*item) {
 		return
 	}
 	if r.First != h.head+1 {
-		h.head = r.Last
-		h.recent.reset()
-		h.demoteAll()
+		h.skipTo(r.Last)
 		return
 	}
 	h.head = r.Last
@@ -353,11 +381,8 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 		return
 	}
 	if msg.check {
-		if msg.head > h.head && h.inflight == 0 {
-			h.head = msg.head
-			h.recent.reset()
-			h.demoteAll()
-		}
+		h.behind = max(h.behind, msg.head)
+		h.fetch(ctx)
 		return
 	}
 	h.head, h.loaded = msg.head, true
@@ -366,6 +391,79 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 	for _, m := range waiting {
 		h.route(ctx, m)
 	}
+	h.fetch(ctx) // a hint heard while the head was read
+}
+
+// fetchBytes bounds one read of the range a hint names, taken from the
+// read budget.
+const fetchBytes = 256 << 10
+
+// fetch reads, in a goroutine, the events after head that the log is known
+// to hold (behind), so that a commit made by another process reaches the
+// live set as its own commits do: one read for the hub, not one per
+// stream. One read is in flight at a time.
+func (h *hub) fetch(ctx actor.Context) {
+	if h.fetching || !h.loaded || h.behind <= h.head {
+		return
+	}
+	h.fetching = true
+	self, opts := ctx.Self(), h.opts
+	tenant, topic, after := h.tenant, h.topic, h.head
+	go func() {
+		release, refused := opts.ReadBudget.TryTake(fetchBytes)
+		if refused != nil {
+			opts.root.Send(self, &fetched{err: refused})
+			return
+		}
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		page, err := opts.Log.Read(c, tenant, topic, after, opts.PageSize, fetchBytes)
+		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), release: release, err: err})
+	}()
+}
+
+// fetched applies a range read from the log: the events after head, if
+// they follow it, as a commit; if they do not (retention removed some, or
+// the read failed), the head moves to the log's and every live stream goes
+// back to the backlog, which tells each what it lost.
+func (h *hub) fetched(ctx actor.Context, msg *fetched) {
+	h.fetching = false
+	if msg.release != nil {
+		defer msg.release()
+	}
+	if msg.err != nil {
+		h.opts.Logger.Warn("read a range another process committed; live streams read it themselves", "topic", h.key(), "err", msg.err)
+		h.skipTo(h.behind)
+		return
+	}
+	h.behind = max(h.behind, msg.page.Head)
+	items := msg.items
+	for len(items) > 0 && items[0].Event.Seq <= h.head {
+		items = items[1:]
+	}
+	switch {
+	case len(items) > 0 && items[0].Event.Seq == h.head+1:
+		events := make([]event.Event, len(items))
+		for i, it := range items {
+			events[i] = it.Event
+		}
+		h.apply(backlog.Result{First: items[0].Event.Seq, Last: items[len(items)-1].Event.Seq, Events: events}, items)
+	case msg.page.Head > h.head:
+		h.skipTo(msg.page.Head)
+	}
+	h.fetch(ctx)
+}
+
+// skipTo moves the head past commits the hub cannot push: every live
+// stream goes back to the backlog, which holds the range (or says what
+// retention removed).
+func (h *hub) skipTo(head int64) {
+	if head <= h.head {
+		return
+	}
+	h.head = head
+	h.recent.reset()
+	h.demoteAll()
 }
 
 func refuse(msg any, err error) {

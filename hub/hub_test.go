@@ -19,6 +19,7 @@ import (
 	"edgehub/backlog"
 	"edgehub/event"
 	"edgehub/limits"
+	"edgehub/pgtest"
 )
 
 // wait bounds how long a test waits for an answer that must come; reaching
@@ -27,7 +28,7 @@ const wait = 10 * time.Second
 
 type harness struct {
 	t    *testing.T
-	log  *backlog.SQLite
+	log  *backlog.Store
 	gate *gate
 	sys  *actor.ActorSystem
 	hubs *Router
@@ -45,7 +46,7 @@ type harness struct {
 
 // readHook runs the harness's onRead inside each page read.
 type readHook struct {
-	*backlog.SQLite
+	*backlog.Store
 	h *harness
 }
 
@@ -53,7 +54,7 @@ func (r readHook) Read(ctx context.Context, tenant, topic string, after int64, l
 	if f := r.h.onRead.Load(); f != nil && *f != nil {
 		(*f)()
 	}
-	p, err := r.SQLite.Read(ctx, tenant, topic, after, limit, maxBytes)
+	p, err := r.Store.Read(ctx, tenant, topic, after, limit, maxBytes)
 	r.h.readsMu.Lock()
 	r.h.reads = append(r.h.reads, pageRead{topic: topic, after: after, events: len(p.Events)})
 	r.h.readsMu.Unlock()
@@ -75,7 +76,7 @@ func (h *harness) pageReads() []pageRead {
 
 // gate holds every commit until released, when set.
 type gate struct {
-	*backlog.SQLite
+	*backlog.Store
 	hold atomic.Pointer[chan struct{}]
 }
 
@@ -83,7 +84,7 @@ func (g *gate) CommitBatch(ctx context.Context, reqs []*backlog.Publish) ([]back
 	if c := g.hold.Load(); c != nil {
 		<-*c
 	}
-	return g.SQLite.CommitBatch(ctx, reqs)
+	return g.Store.CommitBatch(ctx, reqs)
 }
 
 // newHarness keeps no recent commits in its hubs: a stream behind the head
@@ -98,15 +99,21 @@ func newHarness(t *testing.T) *harness {
 func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget, tune ...func(*Options)) *harness {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)
+	var l *backlog.Store
+	var err error
+	if pgtest.Enabled() {
+		l, err = backlog.OpenPostgres(context.Background(), pgtest.Database(t), logger)
+	} else {
+		l, err = backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, log: l, gate: &gate{SQLite: l}}
+	h := &harness{t: t, log: l, gate: &gate{Store: l}}
 	c := backlog.NewCommitter(h.gate, backlog.CommitterOptions{})
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	opts := Options{
-		Log: readHook{SQLite: l, h: h}, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
+		Log: readHook{Store: l, h: h}, Committer: c, Logger: logger, IdleTicks: 1, CheckTicks: 1,
 		RecentEvents: recentEvents, RecentBudget: budget, StreamBuffer: 1 << 20,
 		Manager: actors.Options{
 			OnIdle: func(string) {
@@ -333,12 +340,12 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 }
 
 // A commit that the hub never heard of (in a scale-out setup, another
-// process's) is caught by the periodic head check: live streams are sent
-// back to the backlog, where the missing events are.
+// process's, whose hint was lost) is caught by the periodic head check:
+// the hub reads the missing range once and pushes it to its live streams.
 func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 	h := newHarness(t)
 	st := newStream(1 << 20)
-	j := recv(t, h.sendWatch(st), "watch")
+	recv(t, h.sendWatch(st), "watch")
 	if _, err := h.log.CommitBatch(context.Background(), []*backlog.Publish{{Tenant: "t", Topic: "x",
 		Events: []event.Event{{Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}}); err != nil {
 		t.Fatal(err)
@@ -347,17 +354,15 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 		h.hubs.Tick()
 		select {
 		case <-st.ready:
-			if _, demoted, _ := st.take(); !demoted {
-				t.Fatal("stream signalled but not demoted")
-			}
-			if recv(t, h.sendGoLive(j, st, 0), "go live").live {
-				t.Fatal("hub took the stream live at 0 with head 1")
+			items, demoted, _ := st.take()
+			if demoted || len(items) != 1 || items[0].Event.Seq != 1 || string(items[0].Event.Data) != `"elsewhere"` {
+				t.Fatalf("stream got %d items, demoted %v; want event 1 pushed", len(items), demoted)
 			}
 			return
 		case <-time.After(10 * time.Millisecond): // tick again: the check runs every CheckTicks ticks
 		}
 	}
-	t.Fatal("the head check never sent the stream back to the backlog")
+	t.Fatal("the head check never delivered the commit")
 }
 
 // A hub stopped while a publish is being committed (its tenant was
@@ -615,5 +620,94 @@ func TestRecentCommitsExpireAheadOfAgeRetention(t *testing.T) {
 	wantSeqs(t, drain(t, sub, 3), 2, 3)
 	if reads := h.pageReads(); len(reads) == 0 {
 		t.Fatal("a stream behind was given expired events from memory")
+	}
+}
+
+// commitElsewhere commits n events to t/x behind the hubs' back, as another
+// process sharing the log would, and returns their range.
+func (h *harness) commitElsewhere(n int) (first, last int64) {
+	h.t.Helper()
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.Event{Type: "message", Data: json.RawMessage(`"elsewhere"`)}
+	}
+	rs, err := h.log.CommitBatch(context.Background(), []*backlog.Publish{{Tenant: "t", Topic: "x", Events: evs}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rs[0].First, rs[0].Last
+}
+
+// A hint of another process's commit reaches the live streams through one
+// read of the range by the hub, not one per stream, in order and once,
+// however often and in whatever order the hints come.
+func TestAHintIsReadOnceForAllLiveStreams(t *testing.T) {
+	h := newHarness(t)
+	streams := []*stream{newStream(1 << 20), newStream(1 << 20), newStream(1 << 20)}
+	for _, st := range streams {
+		if j := recv(t, h.sendWatch(st), "watch"); !j.live {
+			t.Fatal("a stream at the head did not join live")
+		}
+	}
+	before := len(h.pageReads())
+	h.commitElsewhere(2)
+	h.commitElsewhere(1)
+	h.hubs.Remote("t", "x", 3, 3) // out of order, and ahead of the first
+	h.hubs.Remote("t", "x", 1, 2)
+	h.hubs.Remote("t", "x", 1, 2) // repeated
+	for _, st := range streams {
+		var got []int64
+		for len(got) < 3 {
+			recv(t, st.ready, "pushed events")
+			items, demoted, _ := st.take()
+			if demoted {
+				t.Fatal("a live stream was demoted: the hub did not read the range itself")
+			}
+			for _, it := range items {
+				got = append(got, it.Event.Seq)
+			}
+		}
+		if !slices.Equal(got, []int64{1, 2, 3}) {
+			t.Fatalf("a stream got %v, want [1 2 3]", got)
+		}
+	}
+	if reads := h.pageReads()[before:]; len(reads) > 2 {
+		t.Fatalf("%d reads of the range for 3 streams: %v", len(reads), reads)
+	}
+}
+
+// A hint for a topic with no running hub starts none: a hub started later
+// reads its head from the log.
+func TestAHintStartsNoHub(t *testing.T) {
+	h := newHarness(t)
+	h.commitElsewhere(1)
+	h.hubs.Remote("t", "x", 1, 1)
+	// A publish to another topic is routed after the hint, so once it is
+	// answered the manager has handled the hint: only y's hub may run.
+	recv(t, h.sendPublishTo("y", `1`), "publish to y")
+	if n := h.count.Load(); n != 1 {
+		t.Fatalf("%d hubs running after a hint for x and a publish to y, want 1", n)
+	}
+	st := newStream(1 << 20)
+	if j := recv(t, h.sendWatch(st), "watch"); j.head != 1 {
+		t.Fatalf("a hub started after the commit has head %d, want 1", j.head)
+	}
+}
+
+// A range the hub cannot push as a commit (retention removed its start)
+// sends the live streams back to the backlog, which tells them what
+// they lost.
+func TestAHintForARangeNoLongerWholeDemotes(t *testing.T) {
+	h := newHarness(t)
+	st := newStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	h.commitElsewhere(5)
+	if _, err := h.log.TrimByCount(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	h.hubs.Remote("t", "x", 1, 5)
+	recv(t, st.ready, "the stream's signal")
+	if _, demoted, _ := st.take(); !demoted {
+		t.Fatal("the stream was not sent back to the backlog after events 1..3 were trimmed")
 	}
 }

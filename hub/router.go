@@ -240,6 +240,17 @@ func (r *Router) EndTenant(tenant string) {
 	r.manager.StopPrefix(Key(tenant, ""))
 }
 
+// Remote passes on a hint that another process sharing the log committed
+// first..last of a topic, to its hub if one is running: a hub started
+// later reads its head from the log.
+func (r *Router) Remote(tenant, topic string, first, last int64) {
+	r.manager.Notify(Key(tenant, topic), &remoteCommit{first: first, last: last})
+}
+
+// Resync has every running hub compare its head with the log's, after
+// hints may have been lost.
+func (r *Router) Resync() { r.manager.Broadcast(resync{}) }
+
 // Tick advances the hubs' clock by one tick (idleness, head checks), for
 // owners that run no ticker.
 func (r *Router) Tick() { r.manager.Tick() }

@@ -138,7 +138,7 @@ func TestPurgeDoesNotDelayCountTrimming(t *testing.T) {
 	releaseOnce.Do(func() { close(release) })
 }
 
-func openLog(t *testing.T, dir string) (*backlog.SQLite, *slog.Logger) {
+func openLog(t *testing.T, dir string) (*backlog.Store, *slog.Logger) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	l, err := backlog.OpenSQLite(context.Background(), dir, logger, backlog.SyncFull)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,9 @@ import (
 type Config struct {
 	Addr string `default:"127.0.0.1:8080" env:"EDGEHUB_ADDR" help:"Address to listen on."`
 	Data string `default:"./edgehub-data" env:"EDGEHUB_DATA" help:"Directory of the backlog."`
+	// Store picks the backlog: SQLite in Data, or a PostgreSQL database
+	// that several processes share.
+	Store string `env:"EDGEHUB_STORE" help:"Where the backlog lives: empty or sqlite for SQLite in --data; a postgres:// URL for a PostgreSQL database that several Edgehub processes share (then --data and --sync play no part)."`
 
 	// HTTP is the routes' side: dev mode, the admin key, token lifetimes,
 	// stream timing, body size and CORS.
@@ -138,8 +142,8 @@ const tick = time.Second
 // Server is a running Edgehub.
 type Server struct {
 	cfg       Config
-	lock      *os.File // the data directory's lock, held until Shutdown
-	log       *backlog.SQLite
+	lock      *os.File // the data directory's lock, held until Shutdown; nil on Postgres
+	log       *backlog.Store
 	committer *backlog.Committer
 	system    *actor.ActorSystem
 	hubs      *hub.Router
@@ -148,6 +152,11 @@ type Server struct {
 	logger    *slog.Logger
 	metrics   *metrics.Metrics
 	ready     atomic.Bool
+	// hearing says the hint listener is listening (always, on SQLite):
+	// until it is, commits of other processes could go unheard.
+	hearing    atomic.Bool
+	stopListen context.CancelFunc
+	listened   chan struct{}
 
 	pprof         *http.Server // nil unless --pprof-addr
 	stopRetention context.CancelFunc
@@ -179,16 +188,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	lock, err := lockDir(cfg.Data)
+	log, lock, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	log, err := backlog.OpenSQLite(ctx, cfg.Data, logger, backlog.Sync(cfg.Sync))
-	if err != nil {
-		return nil, errors.Join(err, lock.Close())
-	}
 	if err := claimMode(ctx, log, cfg); err != nil {
-		return nil, errors.Join(err, log.Close(), lock.Close())
+		return nil, errors.Join(err, log.Close(), closeLock(lock))
 	}
 	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
@@ -218,7 +223,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	})
 	if err != nil {
 		s.committer.Close()
-		return nil, errors.Join(err, log.Close(), lock.Close())
+		return nil, errors.Join(err, log.Close(), closeLock(lock))
 	}
 	api := cfg.HTTP
 	api.UnsignedBodyTimeout = cfg.HeaderTimeout
@@ -227,7 +232,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
 		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
 		Limits:     limits.New(cfg.Limits),
-		Ready:      s.ready.Load,
+		Ready:      func() bool { return s.ready.Load() && s.hearing.Load() },
 		ReadBudget: readBudget,
 	}, hooks.HTTP)
 	switch {
@@ -253,6 +258,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		close(s.retained)
 	} else {
 		go s.retain(rctx, time.Second)
+	}
+	if err := s.listen(ctx); err != nil {
+		return nil, errors.Join(err, s.Shutdown(ctx))
 	}
 	if cfg.PprofAddr != "" {
 		if s.pprof, err = servePprof(cfg.PprofAddr, logger); err != nil {
@@ -292,6 +300,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		herr = s.http.Close()
 	}
 	s.api.EndStreams()
+	s.stopListen()
+	<-s.listened
 	s.hubs.Stop()
 	s.committer.Close()
 	s.stopRetention()
@@ -301,12 +311,86 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.pprof != nil {
 		perr = s.pprof.Close()
 	}
-	return errors.Join(herr, perr, s.log.Close(), s.lock.Close())
+	return errors.Join(herr, perr, s.log.Close(), closeLock(s.lock))
+}
+
+// openStore opens the backlog --store names: SQLite in the data directory,
+// which this process then holds locked, or a shared Postgres database.
+func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*backlog.Store, *os.File, error) {
+	switch {
+	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
+		log, err := backlog.OpenPostgres(ctx, cfg.Store, logger)
+		return log, nil, err
+	case cfg.Store == "" || cfg.Store == "sqlite":
+		lock, err := lockDir(cfg.Data)
+		if err != nil {
+			return nil, nil, err
+		}
+		log, err := backlog.OpenSQLite(ctx, cfg.Data, logger, backlog.Sync(cfg.Sync))
+		if err != nil {
+			return nil, nil, errors.Join(err, lock.Close())
+		}
+		return log, lock, nil
+	}
+	return nil, nil, errors.New("--store must be empty, sqlite, or a postgres:// URL")
+}
+
+func closeLock(lock *os.File) error {
+	if lock == nil {
+		return nil
+	}
+	return lock.Close()
+}
+
+// listenTimeout bounds how long a start waits for the hint listener.
+const listenTimeout = 30 * time.Second
+
+// listen starts hearing other processes' commits on a shared log, and
+// returns once it hears them: a process that served watches before could
+// miss a commit made between a hub's head read and the listener's LISTEN.
+// Whenever the listener comes back after losing its connection, every hub
+// compares its head with the log's, since hints may have been lost.
+func (s *Server) listen(ctx context.Context) error {
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stopListen, s.listened = cancel, make(chan struct{})
+	if !s.log.Shared() {
+		s.hearing.Store(true)
+		close(s.listened)
+		return nil
+	}
+	first := make(chan struct{})
+	var heard bool
+	go func() {
+		defer close(s.listened)
+		s.log.Listen(lctx, backlog.Hints{
+			Commit:      s.hubs.Remote,
+			TenantEnded: s.hubs.EndTenant,
+			Listening: func(on bool) {
+				s.hearing.Store(on)
+				switch {
+				case on && !heard:
+					heard = true
+					close(first)
+				case on:
+					s.logger.Info("listening for other processes' commits again")
+					s.hubs.Resync()
+				}
+			},
+		}, s.logger)
+	}()
+	select {
+	case <-first:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("listen for other processes' commits: %w", ctx.Err())
+	case <-time.After(listenTimeout):
+		return fmt.Errorf("listen for other processes' commits: not listening after %s", listenTimeout)
+	}
 }
 
 // claimMode refuses a data directory written in the other mode (see
-// backlog.SQLite.ClaimMode), naming the directory and the way out.
-func claimMode(ctx context.Context, log *backlog.SQLite, cfg Config) error {
+// backlog.Store.ClaimMode), naming the directory and the way out.
+func claimMode(ctx context.Context, log *backlog.Store, cfg Config) error {
 	want := backlog.ModeProduction
 	if cfg.Dev {
 		want = backlog.ModeDev
@@ -320,8 +404,12 @@ func claimMode(ctx context.Context, log *backlog.SQLite, cfg Config) error {
 		if got == backlog.ModeDev {
 			how = "with --dev"
 		}
-		return fmt.Errorf("data directory %s holds %s-mode data and this server runs in %s mode; the two never mix: give this server another --data, or serve that directory %s",
-			cfg.Data, got, want, how)
+		where, other := "data directory "+cfg.Data, "--data"
+		if cfg.Store != "" && cfg.Store != "sqlite" {
+			where, other = "the --store database", "--store"
+		}
+		return fmt.Errorf("%s holds %s-mode data and this server runs in %s mode; the two never mix: give this server another %s, or serve that one %s",
+			where, got, want, other, how)
 	}
 	return nil
 }

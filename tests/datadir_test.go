@@ -5,12 +5,17 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"edgehub/pgtest"
 )
 
 // A second serve on a data directory that a running server holds exits
 // non-zero at once, naming the directory, and the running one goes on
 // answering as before.
 func TestSecondServeOnADirectoryInUseExits(t *testing.T) {
+	if pgtest.Enabled() {
+		t.Skip("a data directory is SQLite's; processes on one Postgres database share it by design (scaleout_test.go)")
+	}
 	dir := t.TempDir()
 	p := start(t, dir)
 	if seq := p.publish(t, "x", `1`); seq != 1 {

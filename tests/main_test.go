@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/pgtest"
 	"edgehub/sse"
 )
 
@@ -91,7 +92,11 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 	p := &proc{t: t, data: dir, exited: make(chan struct{})}
 	// No publish rate limit unless a test sets one: these tests publish as
 	// fast as they can on one tenant. Later flags override earlier ones.
-	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", addr, "--data", dir, "--publish-rate", "0"}, args...)...)
+	base := []string{"serve", "--addr", addr, "--data", dir, "--publish-rate", "0"}
+	if pgtest.Enabled() {
+		base = append(base, "--store", storeFor(t, dir))
+	}
+	p.cmd = exec.Command(bin, append(base, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -133,6 +138,20 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 		t.Fatalf("server did not start:\n%s", p.logText())
 	}
 	return p
+}
+
+// stores maps a data directory to the Postgres database that stands for
+// it when the suite runs on Postgres: a test that starts a server again on
+// its directory finds its data again.
+var stores sync.Map
+
+func storeFor(t *testing.T, dir string) string {
+	if url, ok := stores.Load(dir); ok {
+		return url.(string)
+	}
+	url := pgtest.Database(t)
+	stores.Store(dir, url)
+	return url
 }
 
 func (p *proc) logText() string {

@@ -1,0 +1,79 @@
+package backlog
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"edgehub/sql/schema"
+)
+
+// OpenPostgres opens the shared log at url (postgres://...) and migrates
+// it; several processes may open one database at once, and the first to
+// take goose's advisory lock migrates it. Writes run SERIALIZABLE, so that
+// the commit, retention and the admin API keep the invariants they keep
+// on SQLite's single writer, and are retried when PostgreSQL aborts one
+// for having raced another process's. Reads run REPEATABLE READ, so a
+// topic's row and its events agree.
+func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse --store: %w", err)
+	}
+	where := fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+	writeCfg := cfg.Copy()
+	writeCfg.RuntimeParams["default_transaction_isolation"] = "serializable"
+	write := stdlib.OpenDB(*writeCfg)
+	write.SetMaxOpenConns(4)
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("lock migrations of %s: %w", where, err), write.Close())
+	}
+	if err := migrate(ctx, write, logger, goose.DialectPostgres, schema.Postgres, "postgres", goose.WithSessionLocker(locker)); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s: %w", where, err), write.Close())
+	}
+	readCfg := cfg.Copy()
+	readCfg.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	readCfg.RuntimeParams["default_transaction_read_only"] = "on"
+	read := stdlib.OpenDB(*readCfg)
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	id := make([]byte, 8)
+	if _, err := rand.Read(id); err != nil {
+		return nil, errors.Join(fmt.Errorf("make a process id: %w", err), read.Close(), write.Close())
+	}
+	return &Store{write: write, read: read, now: time.Now, d: dialect{
+		dollar:      true,
+		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+		retryable:   raced,
+		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
+		hints:       &hinter{process: hex.EncodeToString(id), listen: cfg},
+	}}, nil
+}
+
+// raced says PostgreSQL aborted a transaction only because another ran
+// beside it: a serialization failure, a deadlock, or a unique row that a
+// concurrent transaction inserted first (this store inserts a row only
+// after it looked and found none).
+func raced(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return false
+	}
+	switch pg.Code {
+	case "40001", "40P01", "23505":
+		return true
+	}
+	return false
+}

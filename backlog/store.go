@@ -1,0 +1,254 @@
+package backlog
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"edgehub/event"
+)
+
+// Store is the Log on a SQL database: SQLite embedded (OpenSQLite), or
+// PostgreSQL shared by several processes (OpenPostgres). The commit, the
+// reads, retention and tenants are written once, in SQL both accept;
+// dialect holds the few places where the two differ.
+type Store struct {
+	write  *sql.DB
+	read   *sql.DB
+	now    func() time.Time
+	quotas Quotas
+	d      dialect
+	// stmts are the commit's statements, prepared once on the writer.
+	stmtsMu sync.Mutex
+	stmts   *statements
+	// rebound caches each query in the dialect's placeholders.
+	rebound sync.Map
+	// BeforeRetentionTx, when set, is called by retention and by the purge
+	// of deleted tenants after they have read what to do and before each
+	// write transaction that does it ("age", "purge" or "doomed"), and
+	// before the count trim's one statement ("count"), so tests can hold
+	// that window open and change the data inside it, or see a duty run.
+	BeforeRetentionTx func(duty string)
+}
+
+// dialect is what differs between the stores.
+type dialect struct {
+	// dollar says placeholders are $1, $2 (Postgres), not ? and ?1.
+	dollar bool
+	// readTx begins the transactions that read a topic's row and then its
+	// events or state, which must agree with each other.
+	readTx *sql.TxOptions
+	// retryable says a write transaction was aborted only because it ran
+	// beside another (Postgres's serialization failures and deadlocks)
+	// and may be run again; nil when writes never race (SQLite's one
+	// writer).
+	retryable func(error) bool
+	// listToPurge lists topics with trimmed rows left after an id.
+	listToPurge string
+	// checkpoint, if set, folds the write-ahead log into the database, so
+	// that a deleted tenant's rows leave the files too.
+	checkpoint func(ctx context.Context, write *sql.DB) error
+	// hints, if set, tells other processes of a commit's ranges or of a
+	// tenant's end, inside the transaction that makes them (Postgres).
+	hints *hinter
+}
+
+// q is query in the dialect's placeholders.
+func (s *Store) q(query string) string {
+	if !s.d.dollar {
+		return query
+	}
+	if r, ok := s.rebound.Load(query); ok {
+		return r.(string)
+	}
+	r := dollars(query)
+	s.rebound.Store(query, r)
+	return r
+}
+
+// dollars turns ? and ?N placeholders into $N, outside quoted literals.
+func dollars(query string) string {
+	var b strings.Builder
+	n, quoted := 0, false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+		case c == '?' && !quoted:
+			j := i + 1
+			for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+				j++
+			}
+			b.WriteByte('$')
+			if j > i+1 {
+				b.WriteString(query[i+1 : j])
+			} else {
+				n++
+				b.WriteString(strconv.Itoa(n))
+			}
+			i = j - 1
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// maxAttempts bounds how often a write transaction that lost a race with
+// another process's is run again before its error is given up.
+const maxAttempts = 50
+
+// retry runs a write transaction, again while the database aborts it for
+// having run beside another one, with a short random pause between runs.
+func (s *Store) retry(ctx context.Context, run func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := run()
+		if err == nil || s.d.retryable == nil || !s.d.retryable(err) || attempt == maxAttempts {
+			return err
+		}
+		pause := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(attempt, 10))))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// exec runs one write statement, retried like a transaction.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := s.retry(ctx, func() error {
+		var err error
+		res, err = s.write.ExecContext(ctx, s.q(query), args...)
+		return err
+	})
+	return res, err
+}
+
+// inTx runs fn in one write transaction and commits it, retried as a
+// whole: fn must not change anything outside the transaction.
+func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	return s.retry(ctx, func() error {
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin %s: %w", what, err)
+		}
+		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit %s: %w", what, err)
+		}
+		return nil
+	})
+}
+
+// Close closes both pools; the committer must have stopped first.
+func (s *Store) Close() error {
+	s.stmtsMu.Lock()
+	var serr error
+	if s.stmts != nil {
+		serr = s.stmts.close()
+	}
+	s.stmtsMu.Unlock()
+	return errors.Join(serr, s.read.Close(), s.write.Close())
+}
+
+// Ping checks the read pool, which is what readiness depends on.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.read.PingContext(ctx)
+}
+
+// Head reads a topic's head; a topic never published to has head 0.
+func (s *Store) Head(ctx context.Context, tenant, topic string) (int64, error) {
+	var head int64
+	err := s.read.QueryRowContext(ctx,
+		s.q(`SELECT head FROM topics WHERE tenant = ? AND topic = ?`), tenant, topic).Scan(&head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read head of %s/%s: %w", tenant, topic, err)
+	}
+	return head, nil
+}
+
+// topicRow is a topic's row as a read transaction sees it.
+type topicRow struct {
+	id, head, trimmed int64
+}
+
+// readTopic begins a read transaction and reads the topic's row in it, so
+// that what the caller reads next agrees with it. A topic never published
+// to has no row: the transaction is then nil, and so is the error.
+func (s *Store) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, topicRow, error) {
+	var t topicRow
+	tx, err := s.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return nil, t, fmt.Errorf("begin read of %s/%s: %w", tenant, topic, err)
+	}
+	err = tx.QueryRowContext(ctx, s.q(`SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`),
+		tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, t, nil
+		}
+		return nil, t, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
+	}
+	return tx, t, nil
+}
+
+// Read returns a page after a position from one read transaction, so the
+// head and trim point agree with the rows. The page ends before the event
+// that would take its data past maxBytes, but holds at least one event:
+// what a reader holds is bounded by its caller, not by the topic.
+func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error) {
+	var p Page
+	tx, t, err := s.readTopic(ctx, tenant, topic)
+	if tx == nil || err != nil {
+		return p, err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+	id := t.id
+	p.Head, p.Trimmed = t.head, t.trimmed
+	// Rows at or below the trim point may still exist until they are
+	// purged; readers never see them.
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT seq, type, time, key, op, data FROM events
+		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`), id, max(after, p.Trimmed), limit)
+	if err != nil {
+		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
+	}
+	defer rows.Close()
+	p.Events = make([]event.Event, 0, min(limit, 256))
+	size := 0
+	for rows.Next() {
+		var e event.Event
+		var nanos int64
+		var data sql.RawBytes // copied only if the event joins the page
+		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data); err != nil {
+			return p, fmt.Errorf("scan event of %s/%s: %w", tenant, topic, err)
+		}
+		if len(p.Events) > 0 && size+len(data) > maxBytes {
+			break
+		}
+		size += len(data)
+		e.Time = time.Unix(0, nanos).UTC()
+		e.Data = bytes.Clone(data)
+		p.Events = append(p.Events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return p, fmt.Errorf("read events of %s/%s: %w", tenant, topic, err)
+	}
+	return p, nil
+}
