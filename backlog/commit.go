@@ -54,6 +54,9 @@ func (s *Store) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, err
 		if err := a.writeBack(now); err != nil {
 			return err
 		}
+		if s.BeforeCommit != nil {
+			s.BeforeCommit()
+		}
 		return s.committed(ctx, tx, reqs, results)
 	})
 	if err != nil {

@@ -49,6 +49,10 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 	read := stdlib.OpenDB(*readCfg)
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
+	// The listener names itself, so that operators (and tests) can find
+	// its backend among the pools'.
+	listenCfg := cfg.Copy()
+	listenCfg.RuntimeParams["application_name"] = ListenerName
 	id := make([]byte, 8)
 	if _, err := rand.Read(id); err != nil {
 		return nil, errors.Join(fmt.Errorf("make a process id: %w", err), read.Close(), write.Close())
@@ -58,9 +62,12 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		retryable:   raced,
 		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
-		hints:       &hinter{process: hex.EncodeToString(id), listen: cfg},
+		hints:       &hinter{process: hex.EncodeToString(id), listen: listenCfg},
 	}}, nil
 }
+
+// ListenerName is the application_name of a process's hint listener.
+const ListenerName = "edgehub-hints"
 
 // raced says PostgreSQL aborted a transaction only because another ran
 // beside it: a serialization failure, a deadlock, or a unique row that a

@@ -36,6 +36,10 @@ type Store struct {
 	// before the count trim's one statement ("count"), so tests can hold
 	// that window open and change the data inside it, or see a duty run.
 	BeforeRetentionTx func(duty string)
+	// BeforeCommit, when set, is called inside each commit's transaction
+	// once its events are numbered, before it commits, so that tests can
+	// hold a commit open while another process commits.
+	BeforeCommit func()
 }
 
 // dialect is what differs between the stores.

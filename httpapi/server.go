@@ -65,8 +65,8 @@ type Deps struct {
 	Hubs                          *hub.Router
 	Metrics                       *metrics.Metrics
 	Logger                        *slog.Logger
-	// Ready tells /readyz whether the backlog and actors are up.
-	Ready func() bool
+	// Ready tells /readyz why the server is not ready (nil: it is).
+	Ready func() error
 	// ReadBudget bounds the bytes of read answers (/events, /state; the hub
 	// takes snapshot frames and catch-up pages from the same budget) that
 	// the server holds at once, however many clients stop reading; nil
@@ -152,9 +152,11 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-		if s.deps.Ready != nil && !s.deps.Ready() {
-			writeError(w, refusal.New(refusal.NotReady, "the backlog or the actor system is not up"))
-			return
+		if s.deps.Ready != nil {
+			if err := s.deps.Ready(); err != nil {
+				writeError(w, refusal.New(refusal.NotReady, err.Error()))
+				return
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})

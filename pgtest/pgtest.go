@@ -20,12 +20,17 @@ import (
 func Enabled() bool { return os.Getenv("EDGEHUB_TEST_STORE") == "postgres" }
 
 // Database creates an empty database for the test, dropped when it ends,
-// and returns its URL. It fails the test when no cluster is named.
+// and returns its URL. With no cluster named it skips the test, unless
+// the suite runs on Postgres (then it fails): scripts/test always names
+// one.
 func Database(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("EDGEHUB_TEST_POSTGRES")
-	if base == "" {
+	if base == "" && Enabled() {
 		t.Fatal("EDGEHUB_TEST_POSTGRES names no cluster: run the tests with scripts/test, which starts one")
+	}
+	if base == "" {
+		t.Skip("no PostgreSQL cluster (EDGEHUB_TEST_POSTGRES): scripts/test starts one")
 	}
 	u, err := url.Parse(base)
 	if err != nil {

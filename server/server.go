@@ -63,6 +63,10 @@ type Config struct {
 	MaxRecentBytes int64 `default:"67108864" env:"EDGEHUB_MAX_RECENT_BYTES" help:"Bytes of recent events the hubs keep in memory, in all, for streams that reconnect a little behind (0: no bound)."`
 	// PprofAddr, if set, serves /debug/pprof there, apart from the API.
 	PprofAddr string `env:"EDGEHUB_PPROF_ADDR" help:"Loopback address to serve /debug/pprof on (off when empty)."`
+	// HeadCheck is how often a hub with live streams compares its head
+	// with the log's: the net under a lost hint of another process's
+	// commit (and, on SQLite, a commit the hub never heard of).
+	HeadCheck time.Duration `default:"10s" env:"EDGEHUB_HEAD_CHECK" help:"How often a topic's hub with live streams compares its head with the log, catching a commit whose notice was lost (0: never)."`
 	// IdleAfter is how long a topic's hub stays up with nothing to do.
 	IdleAfter time.Duration `default:"30s" env:"EDGEHUB_IDLE_AFTER" help:"How long an idle topic's hub stays in memory."`
 	// PageSize is hub.Options.PageSize (0: the hub's default); it is no
@@ -214,7 +218,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize, RecentEvents: cfg.RecentEvents,
 		RecentBudget:    limits.NewBudget(cfg.MaxRecentBytes, "recent events"),
 		RetentionEvents: cfg.RetentionEvents, RetentionAge: cfg.RetentionAge,
-		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: 10,
+		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick),
 		Manager: actors.Options{
 			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
 			OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
@@ -232,7 +236,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
 		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
 		Limits:     limits.New(cfg.Limits),
-		Ready:      func() bool { return s.ready.Load() && s.hearing.Load() },
+		Ready:      s.readiness,
 		ReadBudget: readBudget,
 	}, hooks.HTTP)
 	switch {
@@ -312,6 +316,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		perr = s.pprof.Close()
 	}
 	return errors.Join(herr, perr, s.log.Close(), closeLock(s.lock))
+}
+
+// readiness says why the server is not ready, if it is not: it must be
+// up, and on a shared log hear the other processes' commits, or it could
+// miss some.
+func (s *Server) readiness() error {
+	switch {
+	case !s.ready.Load():
+		return errors.New("the backlog or the actor system is not up")
+	case !s.hearing.Load():
+		return errors.New("not listening for other processes' commits: the connection to the shared log is down")
+	}
+	return nil
 }
 
 // openStore opens the backlog --store names: SQLite in the data directory,

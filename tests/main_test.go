@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,7 +94,7 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 	// No publish rate limit unless a test sets one: these tests publish as
 	// fast as they can on one tenant. Later flags override earlier ones.
 	base := []string{"serve", "--addr", addr, "--data", dir, "--publish-rate", "0"}
-	if pgtest.Enabled() {
+	if pgtest.Enabled() && !slices.Contains(args, "--store") {
 		base = append(base, "--store", storeFor(t, dir))
 	}
 	p.cmd = exec.Command(bin, append(base, args...)...)
