@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,13 @@ func (s *Store) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, err
 		return nil, err
 	}
 	var results []Result
-	err = s.inTx(ctx, fmt.Sprintf("commit of %d requests", len(reqs)), func(tx *sql.Tx) error {
+	tenants := make([]string, 0, 1)
+	for _, r := range reqs {
+		if !slices.Contains(tenants, r.Tenant) {
+			tenants = append(tenants, r.Tenant)
+		}
+	}
+	err = s.inTxOf(ctx, fmt.Sprintf("commit of %d requests", len(reqs)), tenants, func(tx *sql.Tx) error {
 		a := commitTx{ctx: ctx, tx: tx, quotas: s.quotas,
 			topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
 		a.bind(ctx, tx, prepared) // the transaction's statements close with it

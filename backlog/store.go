@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"edgehub/event"
@@ -30,6 +31,8 @@ type Store struct {
 	stmts   *statements
 	// rebound caches each query in the dialect's placeholders.
 	rebound sync.Map
+	// retries counts write transactions run again (Retries).
+	retries atomic.Int64
 	// BeforeRetentionTx, when set, is called by retention and by the purge
 	// of deleted tenants after they have read what to do and before each
 	// write transaction that does it ("age", "purge" or "doomed"), and
@@ -59,6 +62,13 @@ type dialect struct {
 	// checkpoint, if set, folds the write-ahead log into the database, so
 	// that a deleted tenant's rows leave the files too.
 	checkpoint func(ctx context.Context, write *sql.DB) error
+	// lockTenants, if set, waits on conn, before a commit's transaction
+	// begins, until no other process commits for any of tenants, and
+	// returns what lets them go once it has ended (Postgres: session
+	// advisory locks). Every commit of a tenant updates its usage row, so
+	// two processes' commits of one tenant would otherwise abort each
+	// other; taken before the snapshot, the lock makes them queue.
+	lockTenants func(ctx context.Context, conn *sql.Conn, tenants []string) (unlock func(), err error)
 	// hints, if set, tells other processes of a commit's ranges or of a
 	// tenant's end, inside the transaction that makes them (Postgres).
 	hints *hinter
@@ -118,6 +128,7 @@ func (s *Store) retry(ctx context.Context, run func() error) error {
 		if err == nil || s.d.retryable == nil || !s.d.retryable(err) || attempt == maxAttempts {
 			return err
 		}
+		s.retries.Add(1)
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(attempt, 10))))
 		select {
 		case <-time.After(pause):
@@ -126,6 +137,11 @@ func (s *Store) retry(ctx context.Context, run func() error) error {
 		}
 	}
 }
+
+// Retries is how many write transactions ran again after the shared log
+// aborted them for racing another process's: commits of one tenant queue
+// instead (lockTenants), so a count that grows says something else races.
+func (s *Store) Retries() int64 { return s.retries.Load() }
 
 // exec runs one write statement, retried like a transaction.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -141,8 +157,27 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 // inTx runs fn in one write transaction and commits it, retried as a
 // whole: fn must not change anything outside the transaction.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	return s.inTxOf(ctx, what, nil, fn)
+}
+
+// inTxOf is inTx for a transaction that commits for tenants: with the
+// dialect's lockTenants it first waits for the other processes' commits
+// of those tenants.
+func (s *Store) inTxOf(ctx context.Context, what string, tenants []string, fn func(tx *sql.Tx) error) error {
 	return s.retry(ctx, func() error {
-		tx, err := s.write.BeginTx(ctx, nil)
+		conn, err := s.write.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("take a connection for %s: %w", what, err)
+		}
+		defer conn.Close() //nolint:errcheck // gives the connection back to the pool
+		if s.d.lockTenants != nil && len(tenants) > 0 {
+			unlock, err := s.d.lockTenants(ctx, conn, tenants)
+			if err != nil {
+				return fmt.Errorf("wait for other processes' commits before %s: %w", what, err)
+			}
+			defer unlock()
+		}
+		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin %s: %w", what, err)
 		}

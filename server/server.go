@@ -18,6 +18,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"edgehub/actors"
 	"edgehub/backlog"
@@ -201,6 +202,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	}
 	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "edgehub_store_retries_total",
+		Help: "Write transactions run again after the shared log aborted them for racing another process's.",
+	}, func() float64 { return float64(log.Retries()) }))
 	s := &Server{cfg: cfg, lock: lock, log: log, logger: logger, metrics: m}
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Delay: cfg.CommitDelay, Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"edgehub/client"
+	"edgehub/pgtest"
 	"edgehub/sse"
 	"edgehub/tests/chaoscheck"
 )
@@ -39,7 +40,18 @@ const chaosRetention = 3000
 // validates that history against the promise; see
 // plans/006-chaos-and-real-clients.md.
 func TestChaos(t *testing.T) {
-	r := runChaos(t, chaosOptions{bin: plainBinary, duration: *chaosDuration})
+	chaos(t, chaosOptions{bin: plainBinary, duration: *chaosDuration})
+}
+
+// TestChaosCluster is TestChaos against three processes sharing one
+// Postgres log, each request (and each reconnect) going to any of them,
+// while one at a time is killed and restarted.
+func TestChaosCluster(t *testing.T) {
+	chaos(t, chaosOptions{bin: plainBinary, duration: *chaosDuration, procs: 3})
+}
+
+func chaos(t *testing.T, opts chaosOptions) {
+	r := runChaos(t, opts)
 	t.Log(r.summary())
 	const shown = 200
 	for i, v := range r.violations {
@@ -93,6 +105,9 @@ type chaosOptions struct {
 	env       []string
 	duration  time.Duration
 	kill9Only bool
+	// procs is how many processes share one Postgres log (0: one server,
+	// on the suite's store).
+	procs int
 }
 
 // The random sources of a run's goroutines, by number (see newRand).
@@ -105,7 +120,7 @@ const (
 // chaosRun is the recorder: it drives one run and records what it did and
 // saw in h, which the checker then validates.
 type chaosRun struct {
-	base  string
+	bases []string // every process's, one for a single server
 	hc    *http.Client
 	began time.Time
 
@@ -120,6 +135,9 @@ type chaosRun struct {
 	kills, terms              int
 	violations                []chaoscheck.Violation
 }
+
+// pick is a process to send a request to, as a load balancer would.
+func (r *chaosRun) pick() string { return r.bases[rand.IntN(len(r.bases))] }
 
 // since is the time since the run began, in ms.
 func (r *chaosRun) since() int64 { return time.Since(r.began).Milliseconds() }
@@ -190,13 +208,21 @@ func freeAddr(t *testing.T) string {
 func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 	seed := runSeed()
 	t.Logf("chaos seed %d", seed)
-	dir, addr := t.TempDir(), freeAddr(t)
 	args := []string{"--dev", "--retention-events", strconv.Itoa(chaosRetention), "--stream-buffer", "16384", "--retry", "100ms", "--heartbeat", "1s"}
-	p := startAt(t, opts.bin, opts.env, dir, addr, args...)
+	if opts.procs > 1 {
+		args = append(args, "--store", pgtest.Database(t))
+	}
+	ps, dirs, addrs := make([]*proc, max(1, opts.procs)), make([]string, max(1, opts.procs)), make([]string, max(1, opts.procs))
+	bases := make([]string, len(ps))
+	for i := range ps {
+		dirs[i], addrs[i] = t.TempDir(), freeAddr(t)
+		ps[i] = startAt(t, opts.bin, opts.env, dirs[i], addrs[i], args...)
+		bases[i] = ps[i].base
+	}
 	// Small receive buffers: a watcher that stops reading must stall the
 	// server's writes, so that the hub has to demote it.
 	dialer := smallBufferDialer(32 << 10)
-	r := &chaosRun{base: p.base, began: time.Now(), ids: map[string]string{},
+	r := &chaosRun{bases: bases, began: time.Now(), ids: map[string]string{},
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: dialer.DialContext}}}
 	r.h.Seed = seed
 	ctx, stop := context.WithCancel(context.Background())
@@ -216,13 +242,15 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 		go func() { defer watchers.Done(); ws[i].run(ctx, final) }()
 	}
 
-	// The monkey: kill and restart the server on the same port and data.
+	// The monkey: kill and restart a server on the same port and data.
 	// Only this goroutine touches h.Restarts.
 	monkey := newRand(seed, randMonkey)
 	deadline := time.Now().Add(opts.duration)
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(1500+monkey.IntN(2500)) * time.Millisecond) // a random uptime between faults
 		restart := chaoscheck.Restart{At: r.since(), Signal: "SIGKILL"}
+		i := monkey.IntN(len(ps))
+		p := ps[i]
 		if opts.kill9Only || monkey.IntN(2) == 0 {
 			p.kill9()
 			r.kills++
@@ -236,7 +264,7 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 			restart.Exit = p.err.Error()
 		}
 		r.h.Restarts = append(r.h.Restarts, restart)
-		p = startAt(t, opts.bin, opts.env, dir, addr, args...)
+		ps[i] = startAt(t, opts.bin, opts.env, dirs[i], addrs[i], args...)
 	}
 	stop()
 	pubs.Wait()
@@ -257,7 +285,7 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 // publish sends one request until it is answered, retrying with the same
 // idempotency key after connection errors, as a webhook sender does.
 func (r *chaosRun) publish(ctx context.Context, key string, body []byte, batch bool) chaoscheck.Outcome {
-	c := &client.Client{Server: r.base, HTTP: r.hc}
+	c := &client.Client{Server: r.pick(), HTTP: r.hc}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			r.retries.Add(1)
@@ -363,7 +391,7 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 		url += "?snapshot=1" // every other probe also checks the snapshot's position
 	}
 	opened := r.since()
-	req, _ := http.NewRequestWithContext(pctx, http.MethodGet, r.base+"/v1/tenants/chaos/topics/main"+url, nil)
+	req, _ := http.NewRequestWithContext(pctx, http.MethodGet, r.pick()+"/v1/tenants/chaos/topics/main"+url, nil)
 	resp, err := r.hc.Do(req)
 	if err != nil {
 		return // the server is down; the next probe tries again
@@ -436,7 +464,7 @@ func (w *chaosWatcher) connect(ctx context.Context, slow bool, until int64) {
 	r := w.r
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, r.base+"/v1/tenants/chaos/topics/main"+w.url, nil)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, r.pick()+"/v1/tenants/chaos/topics/main"+w.url, nil)
 	s := &chaoscheck.Stream{Watcher: w.n, URL: w.url, LastEventID: -1, Opened: r.since()}
 	if w.pos >= 0 {
 		s.LastEventID = w.pos
@@ -499,7 +527,7 @@ func (w *chaosWatcher) follow(f chaoscheck.Frame) {
 func (r *chaosRun) readLog() (head int64) {
 	after := int64(0)
 	for {
-		resp, err := r.hc.Get(fmt.Sprintf("%s/v1/tenants/chaos/topics/main/events?after=%d&limit=1000", r.base, after))
+		resp, err := r.hc.Get(fmt.Sprintf("%s/v1/tenants/chaos/topics/main/events?after=%d&limit=1000", r.bases[0], after))
 		if err != nil {
 			r.h.Log.Err = err.Error()
 			return 0
@@ -537,7 +565,7 @@ func (r *chaosRun) readLog() (head int64) {
 
 // readTrim records the trim point once every stream has ended.
 func (r *chaosRun) readTrim() {
-	resp, err := r.hc.Get(r.base + "/v1/tenants/chaos/topics/main/events?after=0&limit=1")
+	resp, err := r.hc.Get(r.bases[0] + "/v1/tenants/chaos/topics/main/events?after=0&limit=1")
 	if err != nil {
 		r.h.FinalTrim.Err = err.Error()
 		return

@@ -97,6 +97,7 @@ func benchMain(args []string) int {
 	jsonOut := fs.String("json", "", "write JSON lines here (- for standard output, which moves the table to standard error)")
 	svgOut := fs.String("svg", "", "draw fan-out p50 and p99 latency against watcher count into this SVG file")
 	edgehubArgs := fs.String("edgehub-args", "", "more flags for edgehub serve, space-separated")
+	postgres := fs.String("postgres", "", "a PostgreSQL cluster's URL for the edgehub-pgN targets (N processes sharing a fresh database on it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -173,13 +174,20 @@ func benchMain(args []string) int {
 	for _, name := range names {
 		var t Target
 		switch name {
-		case "edgehub":
+		case "edgehub", "edgehub-pg1", "edgehub-pg2", "edgehub-pg3":
 			if *bin == "" {
 				if *bin, err = build(tmp, "edgehub"); err != nil {
 					return fail(err)
 				}
 			}
-			t = &edgehub{bin: *bin, args: strings.Fields(*edgehubArgs)}
+			e := &edgehub{name: name, bin: *bin, args: strings.Fields(*edgehubArgs)}
+			if name != "edgehub" {
+				if *postgres == "" {
+					return fail(fmt.Errorf("the %s target needs --postgres URL", name))
+				}
+				e.cluster, e.procs = *postgres, int(name[len(name)-1]-'0')
+			}
+			t = e
 		case "ceiling":
 			if *ceilingBin == "" {
 				if *ceilingBin, err = build(tmp, "edgeceiling"); err != nil {
@@ -195,7 +203,7 @@ func benchMain(args []string) int {
 			}
 			t = &centrifugo{bin: *centrifugoBin}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, centrifugo, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}
@@ -307,7 +315,7 @@ type caseResult struct {
 func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 	var cs []*benchCase
 	lat := []string{"p50_ms", "p90_ms", "p99_ms", "max_ms"}
-	strict := func(t Target) bool { return t.Name() == "edgehub" }
+	strict := func(t Target) bool { return strings.HasPrefix(t.Name(), "edgehub") }
 	for _, s := range scenarios {
 		switch s {
 		case "publish1", "publish16":
@@ -396,7 +404,7 @@ func (b *bench) runCase(ctx context.Context, c *benchCase) {
 				status = fmt.Sprintf("%d violations", n)
 			}
 			fmt.Fprintf(os.Stderr, "  %s round %d/%d %s: %s (%.1fs)\n", caseName(c), round, b.rounds, t.Name(), status, m.Seconds)
-			if t.Name() == "edgehub" && (m.Error != "" || m.Violations.total() > 0) {
+			if strings.HasPrefix(t.Name(), "edgehub") && (m.Error != "" || m.Violations.total() > 0) {
 				b.failed = true
 			}
 			b.writeJSON(m)

@@ -51,7 +51,8 @@ func (b *bench) fanoutSeries() []series {
 	return ss
 }
 
-var colors = map[string]string{"edgehub": "#1f77b4", "centrifugo": "#d62728", "ceiling": "#2ca02c"}
+var colors = map[string]string{"edgehub": "#1f77b4", "centrifugo": "#d62728", "ceiling": "#2ca02c",
+	"edgehub-pg1": "#9467bd", "edgehub-pg2": "#8c564b", "edgehub-pg3": "#e377c2"}
 
 // svg draws the fan-out's p50 (solid) and p99 (dashed) latency against
 // the watcher count, both axes logarithmic: the median of the rounds,

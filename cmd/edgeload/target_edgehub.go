@@ -3,23 +3,40 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // edgehub is the hub of this repository, run in dev mode on its own data
 // directory, with the limits that would refuse the benchmark's load (the
-// publish rate, stream and topic caps) turned off.
+// publish rate, stream and topic caps) turned off. With a Postgres
+// cluster it runs procs processes sharing a fresh database on it, and
+// spreads publishes and watches over them in turn, as a load balancer
+// would.
 type edgehub struct {
-	bin  string
-	args []string // extra serve flags; later flags win
-	proc *process
-	addr string
+	name    string
+	bin     string
+	args    []string // extra serve flags; later flags win
+	cluster string   // a Postgres cluster's URL; empty for SQLite
+	procs   int      // processes on the cluster's database
+	db      *database
+	running []*process
+	addrs   []string
+	next    atomic.Uint64
 }
 
 var (
@@ -27,28 +44,59 @@ var (
 	hubsActive       = regexp.MustCompile(`(?m)^edgehub_hubs_active (\S+)$`)
 )
 
-func (e *edgehub) Name() string         { return "edgehub" }
+func (e *edgehub) Name() string         { return e.name }
 func (e *edgehub) Supports(string) bool { return true }
-func (e *edgehub) PID() int             { return e.proc.pid() }
+
+// PID is the first process's: memory is reported per process.
+func (e *edgehub) PID() int { return e.running[0].pid() }
 
 func (e *edgehub) Start(ctx context.Context, dir string) error {
-	args := append([]string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
+	args := []string{"serve", "--dev", "--addr", "127.0.0.1:0",
 		"--publish-rate", "0", "--max-streams", "0", "--max-tenant-streams", "0", "--max-tenant-topics", "0",
-		"--idle-after", "3s"}, e.args...)
-	p, addr, err := startProcess(ctx, dir, e.bin, edgehubListening, args...)
-	if err != nil {
-		return err
+		"--idle-after", "3s"}
+	if e.cluster != "" {
+		db, err := createDatabase(ctx, e.cluster)
+		if err != nil {
+			return err
+		}
+		e.db = db
+		args = append(args, "--store", db.url)
 	}
-	e.proc, e.addr = p, addr
+	e.running, e.addrs = nil, nil
+	for i := range max(1, e.procs) {
+		pdir := filepath.Join(dir, fmt.Sprint("p", i))
+		if err := os.MkdirAll(pdir, 0o700); err != nil {
+			return errors.Join(err, e.Stop())
+		}
+		p, addr, err := startProcess(ctx, pdir, e.bin, edgehubListening,
+			append(append(slices.Clone(args), "--data", filepath.Join(pdir, "data")), e.args...)...)
+		if err != nil {
+			return errors.Join(err, e.Stop())
+		}
+		e.running, e.addrs = append(e.running, p), append(e.addrs, addr)
+	}
 	return nil
 }
 
 func (e *edgehub) Stop() error {
-	return e.proc.stop()
+	var errs []error
+	for _, p := range e.running {
+		errs = append(errs, p.stop())
+	}
+	if e.db != nil {
+		errs = append(errs, e.db.drop())
+		e.db = nil
+	}
+	return errors.Join(errs...)
+}
+
+// addr is the next process's address, in turn.
+func (e *edgehub) addr() string {
+	return e.addrs[int(e.next.Add(1)%uint64(len(e.addrs)))]
 }
 
 func (e *edgehub) url(topic, route string) string {
-	return "http://" + e.addr + "/v1/tenants/bench/topics/" + topic + "/" + route
+	return "http://" + e.addr() + "/v1/tenants/bench/topics/" + topic + "/" + route
 }
 
 func (e *edgehub) Publish(ctx context.Context, topic string, data []byte) (int64, error) {
@@ -86,7 +134,7 @@ func (e *edgehub) Watch(ctx context.Context, topic string, fromStart bool, ready
 	if fromStart {
 		path += "?after=0"
 	}
-	return watchLoop(ctx, e.addr, path, func(event, data []byte) error {
+	return watchLoop(ctx, e.addr(), path, func(event, data []byte) error {
 		switch string(event) {
 		case "hello":
 			ready()
@@ -104,9 +152,9 @@ func (e *edgehub) Watch(ctx context.Context, topic string, fromStart bool, ready
 	})
 }
 
-// HubsActive reads edgehub_hubs_active from /metrics.
+// HubsActive reads edgehub_hubs_active from the first process's /metrics.
 func (e *edgehub) HubsActive(ctx context.Context) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.addr+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.addrs[0]+"/metrics", nil)
 	resp, err := poster.Do(req)
 	if err != nil {
 		return 0, err
@@ -118,4 +166,44 @@ func (e *edgehub) HubsActive(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("no edgehub_hubs_active in /metrics")
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+// database is a fresh database on a Postgres cluster, for one run of a
+// target.
+type database struct {
+	cluster, name, url string
+}
+
+func createDatabase(ctx context.Context, cluster string) (*database, error) {
+	u, err := url.Parse(cluster)
+	if err != nil {
+		return nil, fmt.Errorf("--postgres: %w", err)
+	}
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	d := &database{cluster: cluster, name: "edgeload_" + hex.EncodeToString(b)}
+	if err := d.admin(ctx, "CREATE DATABASE "+d.name); err != nil {
+		return nil, err
+	}
+	u.Path = "/" + d.name
+	d.url = u.String()
+	return d, nil
+}
+
+func (d *database) drop() error {
+	return d.admin(context.Background(), "DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)")
+}
+
+func (d *database) admin(ctx context.Context, sql string) error {
+	c, err := pgx.Connect(ctx, d.cluster)
+	if err != nil {
+		return fmt.Errorf("connect to --postgres: %w", err)
+	}
+	defer c.Close(context.WithoutCancel(ctx)) //nolint:errcheck // an administrative connection
+	if _, err := c.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", sql, err)
+	}
+	return nil
 }

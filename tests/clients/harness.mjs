@@ -1,6 +1,7 @@
 // Starts the real edgehub binary (EDGEHUB_BIN) on loopback for the client
 // tests, restarts it on the same port and data, and publishes over HTTP.
 import { spawn, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,11 +9,27 @@ import { join } from 'node:path';
 const bin = process.env.EDGEHUB_BIN;
 if (!bin) throw new Error('EDGEHUB_BIN must name the edgehub binary (scripts/test sets it)');
 
+// With EDGEHUB_TEST_STORE=postgres each hub gets a database of its own on
+// the cluster EDGEHUB_TEST_POSTGRES names (scripts/test starts one).
+const cluster = process.env.EDGEHUB_TEST_STORE === 'postgres' ? process.env.EDGEHUB_TEST_POSTGRES : '';
+if (process.env.EDGEHUB_TEST_STORE === 'postgres' && !cluster) throw new Error('EDGEHUB_TEST_POSTGRES names no cluster');
+
+function psql(sql) {
+  execFileSync('psql', ['--quiet', '--no-psqlrc', '--command', sql, cluster], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
 export class Hub {
   // With tls, the hub serves HTTPS (and so HTTP/2) with a throwaway
   // self-signed certificate for 127.0.0.1 made by openssl.
   constructor(args = [], { tls = false } = {}) {
     this.args = args;
+    if (cluster) {
+      this.database = 'c_' + randomBytes(6).toString('hex');
+      psql(`CREATE DATABASE ${this.database}`);
+      const store = new URL(cluster);
+      store.pathname = '/' + this.database;
+      this.args = [...this.args, '--store', store.toString()];
+    }
     this.dir = mkdtempSync(join(tmpdir(), 'edgehub-clients-'));
     this.data = join(this.dir, 'data');
     this.addr = '127.0.0.1:0';
@@ -24,7 +41,7 @@ export class Hub {
       execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
         '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
       { stdio: 'ignore' });
-      this.args = [...args, '--tls-cert', cert, '--tls-key', key];
+      this.args = [...this.args, '--tls-cert', cert, '--tls-key', key];
       this.scheme = 'https';
     }
   }
@@ -60,6 +77,7 @@ export class Hub {
   async close() {
     if (this.proc && this.proc.exitCode === null) await this.stop('SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
+    if (this.database) psql(`DROP DATABASE IF EXISTS ${this.database} WITH (FORCE)`);
   }
 
   url(topic, route) {
