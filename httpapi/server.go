@@ -154,7 +154,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		if s.deps.Ready != nil {
 			if err := s.deps.Ready(); err != nil {
-				writeError(w, refusal.New(refusal.NotReady, err.Error()))
+				writeError(w, refusal.New(refusal.NotReady, "%s", err))
 				return
 			}
 		}

@@ -47,7 +47,7 @@ func Database(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("connect to the test cluster: %v", err)
 	}
-	defer admin.Close(ctx)
+	defer admin.Close(ctx) //nolint:errcheck // an administrative connection
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
@@ -59,7 +59,7 @@ func Database(t testing.TB) string {
 			t.Errorf("connect to the test cluster: %v", err)
 			return
 		}
-		defer admin.Close(ctx)
+		defer admin.Close(ctx) //nolint:errcheck // an administrative connection
 		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Errorf("drop database %s: %v", name, err)
 		}

@@ -314,7 +314,9 @@ func readyz(t *testing.T, p *proc) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	json.NewDecoder(resp.Body).Decode(&body)
 	return resp.StatusCode, body.Error.Message
 }
