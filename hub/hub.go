@@ -97,6 +97,8 @@ type (
 		items   []*item
 		release func()
 		err     error
+		// behind is the hub's behind when the read began.
+		behind int64
 	}
 )
 
@@ -408,24 +410,28 @@ func (h *hub) fetch(ctx actor.Context) {
 	}
 	h.fetching = true
 	self, opts := ctx.Self(), h.opts
-	tenant, topic, after := h.tenant, h.topic, h.head
+	tenant, topic, after, behind := h.tenant, h.topic, h.head, h.behind
 	go func() {
 		release, refused := opts.ReadBudget.TryTake(fetchBytes)
 		if refused != nil {
-			opts.root.Send(self, &fetched{err: refused})
+			opts.root.Send(self, &fetched{err: refused, behind: behind})
 			return
 		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		page, err := opts.Log.Read(c, tenant, topic, after, opts.PageSize, fetchBytes)
-		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), release: release, err: err})
+		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), release: release, err: err, behind: behind})
 	}()
 }
 
 // fetched applies a range read from the log: the events after head, if
-// they follow it, as a commit; if they do not (retention removed some, or
-// the read failed), the head moves to the log's and every live stream goes
-// back to the backlog, which tells each what it lost.
+// they follow it, as a commit; if they do not (retention removed some),
+// the head moves to the log's and every live stream goes back to the
+// backlog, which tells each what it lost. If the read failed, the live
+// streams go back to the backlog too, where each waits for the read
+// budget on its own. The log's head, as read, is the truth: a hint that
+// named more (of a topic deleted since) is forgotten, unless another came
+// while the read was out.
 func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	h.fetching = false
 	if msg.release != nil {
@@ -433,10 +439,12 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	}
 	if msg.err != nil {
 		h.opts.Logger.Warn("read a range another process committed; live streams read it themselves", "topic", h.key(), "err", msg.err)
-		h.skipTo(h.behind)
+		h.demoteAll()
 		return
 	}
-	h.behind = max(h.behind, msg.page.Head)
+	if h.behind <= msg.behind {
+		h.behind = msg.page.Head
+	}
 	items := msg.items
 	for len(items) > 0 && items[0].Event.Seq <= h.head {
 		items = items[1:]

@@ -711,3 +711,30 @@ func TestAHintForARangeNoLongerWholeDemotes(t *testing.T) {
 		t.Fatal("the stream was not sent back to the backlog after events 1..3 were trimmed")
 	}
 }
+
+// A hint that names more than the log holds (a topic deleted since, say)
+// costs one read: the log's head, as read, is the truth, and the hub does
+// not read again and again for events that will never come.
+func TestAHintBeyondTheLogCostsOneRead(t *testing.T) {
+	h := newHarness(t)
+	st := newStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	read := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case read <- struct{}{}:
+		default:
+		}
+	}
+	h.onRead.Store(&f)
+	h.hubs.Remote("t", "x", 1, 5)
+	recv(t, read, "the hub's read of the hinted range")
+	for range 3 { // each answer comes through the hub, after its fetch's
+		if rep := recv(t, h.sendPublish(`1`), "publish"); rep.err != nil {
+			t.Fatal(rep.err)
+		}
+	}
+	if reads := h.pageReads(); len(reads) > 2 {
+		t.Fatalf("%d reads for one hint beyond the log: %v", len(reads), reads)
+	}
+}
