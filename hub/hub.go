@@ -102,6 +102,12 @@ type (
 	}
 )
 
+// ownCommit is a commit of this process's waiting in hub.ahead.
+type ownCommit struct {
+	result backlog.Result
+	items  []*item
+}
+
 func (*remoteCommit) IgnoreDeadLetterLogging() {}
 func (resync) IgnoreDeadLetterLogging()        {}
 func (*fetched) IgnoreDeadLetterLogging()      {}
@@ -139,6 +145,10 @@ type hub struct {
 	// after head is in flight.
 	behind   int64
 	fetching bool
+	// ahead holds this process's own commits that do not follow head yet:
+	// another process committed the range between, and its hint is on its
+	// way or its read is in flight. In commit order.
+	ahead []ownCommit
 
 	// inflight counts publishes handed to the committer and not answered.
 	inflight int
@@ -174,7 +184,7 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.inflight--
 		msg.reply <- publishReply{result: msg.result, err: msg.err}
 		if msg.err == nil {
-			h.apply(msg.result, msg.items)
+			h.applyOwn(ctx, msg.result, msg.items)
 		}
 		h.stopIfRetired(ctx)
 	case *headRead:
@@ -280,6 +290,40 @@ func (h *hub) readUntil(position int64) int64 {
 	return 0
 }
 
+// applyOwn applies a commit of this process's: at once if it follows the
+// head; if another process committed a range in between (on a shared
+// log), it waits in ahead while the hub reads that range, so the live
+// streams get both in order without going back to the backlog.
+func (h *hub) applyOwn(ctx actor.Context, r backlog.Result, items []*item) {
+	if len(items) == 0 || r.Last <= h.head {
+		return
+	}
+	if r.First == h.head+1 && len(h.ahead) == 0 {
+		h.apply(r, items)
+		return
+	}
+	h.ahead = append(h.ahead, ownCommit{result: r, items: items})
+	h.behind = max(h.behind, r.First-1)
+	h.fetch(ctx)
+}
+
+// applyAhead applies the own commits that follow the head now, and drops
+// those that a read of the log brought already.
+func (h *hub) applyAhead() {
+	for len(h.ahead) > 0 {
+		c := h.ahead[0]
+		switch {
+		case c.result.Last <= h.head:
+		case c.result.First == h.head+1:
+			h.apply(c.result, c.items)
+		default:
+			return
+		}
+		h.ahead = h.ahead[1:]
+	}
+	h.ahead = nil
+}
+
 // demote sends a live stream back to catching up at what it was given.
 func (h *hub) demote(s *stream) {
 	delete(h.live, s)
@@ -346,7 +390,7 @@ func (h *hub) tick(ctx actor.Context) {
 	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && len(h.live) > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
-	busy := h.loading || len(h.live)+len(h.catchingUp) > 0 || h.inflight > 0 || len(h.waiting) > 0
+	busy := h.loading || h.fetching || len(h.live)+len(h.catchingUp) > 0 || h.inflight > 0 || len(h.waiting) > 0 || len(h.ahead) > 0
 	if h.idle.Tick(busy, h.opts.IdleTicks) {
 		if h.opts.Hooks.BeforeIdle != nil {
 			h.opts.Hooks.BeforeIdle(h.key())
@@ -439,6 +483,10 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	}
 	if msg.err != nil {
 		h.opts.Logger.Warn("read a range another process committed; live streams read it themselves", "topic", h.key(), "err", msg.err)
+		if n := len(h.ahead); n > 0 {
+			h.skipTo(h.ahead[n-1].result.Last)
+			h.ahead = nil
+		}
 		h.demoteAll()
 		return
 	}
@@ -459,6 +507,7 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	case msg.page.Head > h.head:
 		h.skipTo(msg.page.Head)
 	}
+	h.applyAhead()
 	h.fetch(ctx)
 }
 

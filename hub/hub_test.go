@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/jackc/pgx/v5"
 
 	"edgehub/actors"
 	"edgehub/backlog"
@@ -29,6 +30,7 @@ const wait = 10 * time.Second
 type harness struct {
 	t    *testing.T
 	log  *backlog.Store
+	url  string // the log's Postgres database; empty on SQLite
 	gate *gate
 	sys  *actor.ActorSystem
 	hubs *Router
@@ -101,15 +103,17 @@ func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget, tune 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var l *backlog.Store
 	var err error
+	var url string
 	if pgtest.Enabled() {
-		l, err = backlog.OpenPostgres(context.Background(), pgtest.Database(t), logger)
+		url = pgtest.Database(t)
+		l, err = backlog.OpenPostgres(context.Background(), url, logger)
 	} else {
 		l, err = backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, log: l, gate: &gate{Store: l}}
+	h := &harness{t: t, log: l, url: url, gate: &gate{Store: l}}
 	c := backlog.NewCommitter(h.gate, backlog.CommitterOptions{})
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	opts := Options{
@@ -736,5 +740,104 @@ func TestAHintBeyondTheLogCostsOneRead(t *testing.T) {
 	}
 	if reads := h.pageReads(); len(reads) > 2 {
 		t.Fatalf("%d reads for one hint beyond the log: %v", len(reads), reads)
+	}
+}
+
+// Another process's commit, held open after it numbered its events, is
+// delivered before this process's own commit to the same topic, which
+// queues behind it: even when this hub hears of its own commit first and
+// of the other only later, a watcher gets 1, 2 (the other's), then 3.
+func TestAHeldCommitElsewhereIsDeliveredFirst(t *testing.T) {
+	if !pgtest.Enabled() {
+		t.Skip("two processes on one log: runs with EDGEHUB_TEST_STORE=postgres (scripts/test)")
+	}
+	h := newHarness(t)
+	ctx := context.Background()
+	other, err := backlog.OpenPostgres(ctx, h.url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	other.BeforeCommit = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	sub, err := h.hubs.Watch(ctx, "t", "x", From{Now: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	elsewhere := make(chan error, 1)
+	go func() {
+		_, err := other.CommitBatch(ctx, []*backlog.Publish{{Tenant: "t", Topic: "x", Events: []event.Event{
+			{Type: "message", Data: json.RawMessage(`"elsewhere"`)}, {Type: "message", Data: json.RawMessage(`"elsewhere"`)}}}})
+		elsewhere <- err
+	}()
+	<-entered
+	here := h.sendPublish(`"here"`)
+	admin, err := pgx.Connect(ctx, h.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx) //nolint:errcheck // an administrative connection
+	for deadline := time.Now().Add(wait); ; {
+		var waiting int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break // this process's commit waits behind the other's
+		}
+		select {
+		case rep := <-here:
+			t.Fatalf("this process's commit finished while the other held its numbers: %+v", rep)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("this process's commit never waited behind the other's")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if err := <-elsewhere; err != nil {
+		t.Fatal(err)
+	}
+	rep := recv(t, here, "this process's publish")
+	if rep.err != nil || rep.result.First != 3 {
+		t.Fatalf("this process's publish: %+v", rep)
+	}
+	h.hubs.Remote("t", "x", 1, 2) // the other's hint, heard last
+	wantSeqs(t, drain(t, sub, 3), 1, 3)
+}
+
+// This process's own commit that lands after another process's, whose
+// hint has not come yet, waits for the hub to read that range: the live
+// streams get both, in order, pushed, with no trip to the backlog.
+func TestAnOwnCommitAfterAnotherProcesssWaitsForItsRange(t *testing.T) {
+	h := newHarness(t)
+	st := newStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	h.commitElsewhere(2)
+	if rep := recv(t, h.sendPublish(`"here"`), "publish"); rep.err != nil || rep.result.First != 3 {
+		t.Fatalf("publish: %+v", rep)
+	}
+	var got []int64
+	for len(got) < 3 {
+		recv(t, st.ready, "pushed events")
+		items, demoted, _ := st.take()
+		if demoted {
+			t.Fatal("the live stream went back to the backlog: the hub did not read the range before its own commit")
+		}
+		for _, it := range items {
+			got = append(got, it.Event.Seq)
+		}
+	}
+	if !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("the stream got %v, want [1 2 3]", got)
 	}
 }
