@@ -70,9 +70,6 @@ type tick struct{}
 // notice is a message for a keyed actor only if it is running.
 type notice deliver
 
-// broadcast is a message for every running keyed actor.
-type broadcast struct{ msg any }
-
 type stopPrefix string
 
 // NewManager spawns the manager actor under name. props builds the actor
@@ -104,11 +101,6 @@ func (m *Manager) Send(key string, msg any) {
 // keeps the actor from passivating. It never blocks.
 func (m *Manager) Notify(key string, msg any) {
 	m.root.Send(m.pid, &notice{key: key, msg: msg})
-}
-
-// Broadcast sends msg, as Notify does, to every running keyed actor.
-func (m *Manager) Broadcast(msg any) {
-	m.root.Send(m.pid, broadcast{msg: msg})
 }
 
 // Retire tells a keyed actor that nothing more will be routed to it: it
@@ -180,10 +172,6 @@ func (m *manager) Receive(ctx actor.Context) {
 		ctx.Send(c.pid, &Envelope{Msg: msg.msg})
 	case *notice:
 		if c := m.children[msg.key]; c != nil {
-			ctx.Send(c.pid, msg.msg)
-		}
-	case broadcast:
-		for _, c := range m.children {
 			ctx.Send(c.pid, msg.msg)
 		}
 	case tick:

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"edgehub/names"
 )
 
 // hintChannel is the LISTEN/NOTIFY channel of one database's processes.
@@ -100,6 +103,12 @@ func (s *Store) Shared() bool { return s.d.hints != nil }
 // listenRetry is the pause between attempts to listen again.
 const listenRetry = 200 * time.Millisecond
 
+// listenPing is how long the listener waits for a hint before it asks the
+// server whether the connection is still there: a connection that a
+// network dropped silently would otherwise look like a quiet one, and
+// every hint sent meanwhile would be lost unseen.
+const listenPing = 5 * time.Second
+
 // Listen hears the other processes' hints until ctx ends, on a connection
 // of its own, which it opens again whenever it is lost. It returns at
 // once on a log that is not shared.
@@ -108,7 +117,7 @@ func (s *Store) Listen(ctx context.Context, h Hints, logger *slog.Logger) {
 		return
 	}
 	for ctx.Err() == nil {
-		err := s.d.hints.listenOnce(ctx, h)
+		err := s.d.hints.listenOnce(ctx, h, logger)
 		h.Listening(false)
 		if ctx.Err() != nil {
 			return
@@ -121,7 +130,7 @@ func (s *Store) Listen(ctx context.Context, h Hints, logger *slog.Logger) {
 	}
 }
 
-func (h *hinter) listenOnce(ctx context.Context, on Hints) error {
+func (h *hinter) listenOnce(ctx context.Context, on Hints, logger *slog.Logger) error {
 	conn, err := pgx.ConnectConfig(ctx, h.listen)
 	if err != nil {
 		return fmt.Errorf("connect the hint listener: %w", err)
@@ -131,20 +140,35 @@ func (h *hinter) listenOnce(ctx context.Context, on Hints) error {
 		return fmt.Errorf("listen for hints: %w", err)
 	}
 	on.Listening(true)
+	var bad int
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wait, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && pgconn.Timeout(err):
+			ping, cancel := context.WithTimeout(ctx, listenPing)
+			_, err = conn.Exec(ping, "SELECT 1")
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping the hint listener's connection: %w", err)
+			}
+			continue
+		case err != nil:
 			return fmt.Errorf("wait for hints: %w", err)
 		}
 		if err := h.dispatch(n.Payload, on); err != nil {
-			return err
+			// Another program (or a newer Edgehub) on the channel: what
+			// it says is skipped, and told once in a while.
+			if bad++; bad == 1 || bad%1000 == 0 {
+				logger.Warn("skipped hints that no Edgehub of this version sends", "count", bad, "err", err)
+			}
 		}
 	}
 }
 
-// errBadHint ends a listener that heard what no Edgehub sends: another
-// program shares the channel, so what it hears cannot be trusted.
-var errBadHint = errors.New("a hint that no Edgehub process sends")
+// errBadHint is a hint that no Edgehub of this version sends.
+var errBadHint = errors.New("a hint that no Edgehub of this version sends")
 
 func (h *hinter) dispatch(payload string, on Hints) error {
 	words := strings.Fields(payload)
@@ -155,14 +179,14 @@ func (h *hinter) dispatch(payload string, on Hints) error {
 		return nil
 	}
 	switch {
-	case words[0] == "t" && len(words) == 3:
+	case words[0] == "t" && len(words) == 3 && names.Valid(words[2]):
 		on.TenantEnded(words[2])
 		return nil
 	case words[0] == "c" && len(words) > 2 && (len(words)-2)%4 == 0:
 		for w := words[2:]; len(w) > 0; w = w[4:] {
 			first, ferr := strconv.ParseInt(w[2], 10, 64)
 			last, lerr := strconv.ParseInt(w[3], 10, 64)
-			if ferr != nil || lerr != nil || first < 1 || last < first {
+			if ferr != nil || lerr != nil || first < 1 || last < first || !names.Valid(w[0]) || !names.Valid(w[1]) {
 				return fmt.Errorf("%w: %q", errBadHint, payload)
 			}
 			on.Commit(w[0], w[1], first, last)

@@ -37,6 +37,9 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 	where := fmt.Sprintf("postgres %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	writeCfg := cfg.Copy()
 	writeCfg.RuntimeParams["default_transaction_isolation"] = "serializable"
+	// A peer that holds a tenant's commit lock and hangs must not stop
+	// this process's committer for good: the commit fails instead.
+	writeCfg.RuntimeParams["lock_timeout"] = "10s"
 	write := stdlib.OpenDB(*writeCfg)
 	write.SetMaxOpenConns(4)
 	locker, err := lock.NewPostgresSessionLocker()

@@ -89,16 +89,13 @@ type (
 	// committed first..last of the topic. It may be lost, late, repeated
 	// or out of order: the hub reads what it names from the log.
 	remoteCommit struct{ first, last int64 }
-	// resync says hints may have been lost: compare the head with the log.
-	resync struct{}
 	// fetched is a range read from the log for a hint or a check.
 	fetched struct {
-		page    backlog.Page
-		items   []*item
-		release func()
-		err     error
-		// behind is the hub's behind when the read began.
-		behind int64
+		page  backlog.Page
+		items []*item
+		err   error
+		// hints is the hub's count of hints when the read began.
+		hints uint64
 	}
 )
 
@@ -109,7 +106,6 @@ type ownCommit struct {
 }
 
 func (*remoteCommit) IgnoreDeadLetterLogging() {}
-func (resync) IgnoreDeadLetterLogging()        {}
 func (*fetched) IgnoreDeadLetterLogging()      {}
 
 func (*committed) IgnoreDeadLetterLogging() {}
@@ -145,6 +141,9 @@ type hub struct {
 	// after head is in flight.
 	behind   int64
 	fetching bool
+	// hints counts the hints and checks that raised behind, so that a
+	// read knows whether another came while it was out.
+	hints uint64
 	// ahead holds this process's own commits that do not follow head yet:
 	// another process committed the range between, and its hint is on its
 	// way or its read is in flight. In commit order.
@@ -190,10 +189,9 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *headRead:
 		h.headRead(ctx, msg)
 	case *remoteCommit:
+		h.hints++
 		h.behind = max(h.behind, msg.last)
 		h.fetch(ctx)
-	case resync:
-		h.readHead(ctx, true)
 	case *fetched:
 		h.fetched(ctx, msg)
 	case actors.Retire:
@@ -302,10 +300,21 @@ func (h *hub) applyOwn(ctx actor.Context, r backlog.Result, items []*item) {
 		h.apply(r, items)
 		return
 	}
+	if len(h.ahead) == maxAhead {
+		// The range before them does not come: the live streams read
+		// the backlog instead.
+		h.skipTo(r.Last)
+		h.ahead = nil
+		return
+	}
 	h.ahead = append(h.ahead, ownCommit{result: r, items: items})
 	h.behind = max(h.behind, r.First-1)
 	h.fetch(ctx)
 }
+
+// maxAhead bounds the own commits a hub holds while it reads the range
+// before them.
+const maxAhead = 64
 
 // applyAhead applies the own commits that follow the head now, and drops
 // those that a read of the log brought already.
@@ -390,6 +399,7 @@ func (h *hub) tick(ctx actor.Context) {
 	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && len(h.live) > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
+	h.fetch(ctx) // again, if the last read failed
 	busy := h.loading || h.fetching || len(h.live)+len(h.catchingUp) > 0 || h.inflight > 0 || len(h.waiting) > 0 || len(h.ahead) > 0
 	if h.idle.Tick(busy, h.opts.IdleTicks) {
 		if h.opts.Hooks.BeforeIdle != nil {
@@ -426,7 +436,8 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 		h.waiting = nil
 		return
 	}
-	if msg.check {
+	if msg.check && h.loaded {
+		h.hints++
 		h.behind = max(h.behind, msg.head)
 		h.fetch(ctx)
 		return
@@ -454,43 +465,38 @@ func (h *hub) fetch(ctx actor.Context) {
 	}
 	h.fetching = true
 	self, opts := ctx.Self(), h.opts
-	tenant, topic, after, behind := h.tenant, h.topic, h.head, h.behind
+	tenant, topic, after, hints := h.tenant, h.topic, h.head, h.hints
 	go func() {
-		release, refused := opts.ReadBudget.TryTake(fetchBytes)
+		// The budget holds the read while it is out; what it brings then
+		// joins the recent commits and the live queues, which have bounds
+		// of their own (or is dropped, if the hub has gone).
+		release, refused := opts.ReadBudget.TryTake(2 * fetchBytes)
 		if refused != nil {
-			opts.root.Send(self, &fetched{err: refused, behind: behind})
+			opts.root.Send(self, &fetched{err: refused, hints: hints})
 			return
 		}
+		defer release()
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		page, err := opts.Log.Read(c, tenant, topic, after, opts.PageSize, fetchBytes)
-		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), release: release, err: err, behind: behind})
+		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), err: err, hints: hints})
 	}()
 }
 
 // fetched applies a range read from the log: the events after head, if
 // they follow it, as a commit; if they do not (retention removed some),
 // the head moves to the log's and every live stream goes back to the
-// backlog, which tells each what it lost. If the read failed, the live
-// streams go back to the backlog too, where each waits for the read
-// budget on its own. The log's head, as read, is the truth: a hint that
-// named more (of a topic deleted since) is forgotten, unless another came
-// while the read was out.
+// backlog, which tells each what it lost. A read that failed (or that the
+// budget refused) is tried again at the next tick. The log's head, as
+// read, is the truth: a hint that named more (of a topic deleted since)
+// is forgotten, unless another came while the read was out.
 func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	h.fetching = false
-	if msg.release != nil {
-		defer msg.release()
-	}
 	if msg.err != nil {
-		h.opts.Logger.Warn("read a range another process committed; live streams read it themselves", "topic", h.key(), "err", msg.err)
-		if n := len(h.ahead); n > 0 {
-			h.skipTo(h.ahead[n-1].result.Last)
-			h.ahead = nil
-		}
-		h.demoteAll()
+		h.opts.Logger.Warn("read a range another process committed; trying again", "topic", h.key(), "err", msg.err)
 		return
 	}
-	if h.behind <= msg.behind {
+	if h.hints == msg.hints {
 		h.behind = msg.page.Head
 	}
 	items := msg.items

@@ -783,7 +783,7 @@ func TestAHeldCommitElsewhereIsDeliveredFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx) //nolint:errcheck // an administrative connection
+	defer admin.Close(ctx)
 	for deadline := time.Now().Add(wait); ; {
 		var waiting int
 		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
@@ -839,5 +839,46 @@ func TestAnOwnCommitAfterAnotherProcesssWaitsForItsRange(t *testing.T) {
 	}
 	if !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("the stream got %v, want [1 2 3]", got)
+	}
+}
+
+// A read of a hinted range that outlives its hub (the tenant ended while
+// it was out) gives back what it took from the read budget: nothing that
+// a stopped hub would have handed it back is needed.
+func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
+	const total = 1 << 20
+	budget := limits.NewBudget(total, "read answers")
+	h := newHarnessWith(t, -1, nil, func(o *Options) { o.ReadBudget = budget })
+	st := newStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	h.onRead.Store(&f)
+	h.commitElsewhere(1)
+	h.hubs.Remote("t", "x", 1, 1)
+	recv(t, entered, "the hub's read of the hinted range")
+	h.hubs.EndTenant("t")
+	for deadline := time.Now().Add(wait); h.count.Load() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the hub did not stop")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for deadline := time.Now().Add(wait); ; {
+		if give, refused := budget.TryTake(total); refused == nil {
+			give()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read budget never got back what the stopped hub's read took")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -247,9 +247,12 @@ func (r *Router) Remote(tenant, topic string, first, last int64) {
 	r.manager.Notify(Key(tenant, topic), &remoteCommit{first: first, last: last})
 }
 
-// Resync has every running hub compare its head with the log's, after
-// hints may have been lost.
-func (r *Router) Resync() { r.manager.Broadcast(resync{}) }
+// EndAll ends every stream and stops every hub, as EndTenant does for one
+// tenant: after hints may have been lost (a listener that lost its
+// connection), one of them may have been a tenant's end, which only the
+// credentials check of a new stream enforces, or a head that a hub keeps
+// no more. Clients reconnect with Last-Event-ID; new hubs read their heads.
+func (r *Router) EndAll() { r.manager.StopPrefix("") }
 
 // Tick advances the hubs' clock by one tick (idleness, head checks), for
 // owners that run no ticker.

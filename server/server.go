@@ -370,8 +370,9 @@ const listenTimeout = 30 * time.Second
 // listen starts hearing other processes' commits on a shared log, and
 // returns once it hears them: a process that served watches before could
 // miss a commit made between a hub's head read and the listener's LISTEN.
-// Whenever the listener comes back after losing its connection, every hub
-// compares its head with the log's, since hints may have been lost.
+// Whenever the listener comes back after losing its connection, every
+// stream ends and every hub stops (Router.EndAll), since the hints missed
+// may have ended a tenant.
 func (s *Server) listen(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen, s.listened = cancel, make(chan struct{})
@@ -394,8 +395,8 @@ func (s *Server) listen(ctx context.Context) error {
 					heard = true
 					close(first)
 				case on:
-					s.logger.Info("listening for other processes' commits again")
-					s.hubs.Resync()
+					s.logger.Warn("listening for other processes' commits again; ending every stream, since what was missed may have ended a tenant")
+					s.hubs.EndAll()
 				}
 			},
 		}, s.logger)

@@ -270,14 +270,53 @@ func cutListeners(t *testing.T, c *pgx.Conn) int {
 	return n
 }
 
+// follow reads topic on p from after through last as EventSource does:
+// whenever its stream ends it reconnects with Last-Event-ID. It fails on a
+// hole, a duplicate or a reordering, calls each(seq) after each event, and
+// returns the events' data by seq and how many streams it opened.
+func follow(t *testing.T, p *proc, topic string, after, last int64, each func(seq int64)) (map[int64]string, int) {
+	t.Helper()
+	got := map[int64]string{}
+	streams := 0
+	for pos := after; pos < last; {
+		s := p.watch(t, topic, "", map[string]string{"Last-Event-ID": fmt.Sprint(pos)})
+		streams++
+		s.hello(t)
+	frames:
+		for pos < last {
+			select {
+			case f, ok := <-s.frames:
+				if !ok {
+					break frames // the stream ended: reconnect
+				}
+				var e envelope
+				if f.Event != "message" || json.Unmarshal([]byte(f.Data), &e) != nil {
+					t.Fatalf("after %d: want an event, got %+v", pos, f)
+				}
+				if e.Seq != pos+1 {
+					t.Fatalf("after %d: got seq %d", pos, e.Seq)
+				}
+				pos = e.Seq
+				got[pos] = string(e.Data)
+				if each != nil {
+					each(pos)
+				}
+			case <-time.After(wait):
+				t.Fatalf("no event after %d", pos)
+			}
+		}
+		s.close()
+	}
+	return got, streams
+}
+
 // Listener connections cut again and again under load lose nothing: the
 // watcher of a process that only watches gets every event published on
-// another, in order, once.
+// another, in order, once, reconnecting as EventSource does when a cut
+// ends its stream.
 func TestACutListenerLosesNothing(t *testing.T) {
 	ps, url := cluster(t, 2)
 	admin := adminConn(t, url)
-	w := ps[1].watch(t, "x", "?after=0", nil)
-	w.hello(t)
 	const n = 600
 	done := make(chan struct{})
 	go func() {
@@ -290,19 +329,21 @@ func TestACutListenerLosesNothing(t *testing.T) {
 		}
 	}()
 	cuts := 0
-	for got := int64(0); got < n; got++ {
-		if got%100 == 50 {
+	got, streams := follow(t, ps[1], "x", 0, n, func(seq int64) {
+		if seq%100 == 50 {
 			cuts += cutListeners(t, admin)
 		}
-		if e := w.event(t); e.Seq != got+1 || string(e.Data) != fmt.Sprintf(`{"i":%d}`, got) {
-			t.Fatalf("after %d: got seq %d %s", got, e.Seq, e.Data)
+	})
+	<-done
+	for seq := int64(1); seq <= n; seq++ {
+		if got[seq] != fmt.Sprintf(`{"i":%d}`, seq-1) {
+			t.Fatalf("seq %d holds %s", seq, got[seq])
 		}
 	}
-	<-done
 	if cuts == 0 {
 		t.Fatal("no listener was cut")
 	}
-	t.Logf("%d listener connections cut while %d events went across", cuts, n)
+	t.Logf("%d listener connections cut while %d events went across on %d streams", cuts, n, streams)
 }
 
 // readyz answers the reason it is not ready: on a shared log the listener
@@ -321,9 +362,9 @@ func readyz(t *testing.T, p *proc) (int, string) {
 	return resp.StatusCode, body.Error.Message
 }
 
-// A process whose listener is down says it is not ready, and is ready
-// again, with what was committed meanwhile delivered, once it listens
-// again.
+// A process whose listener is down says it is not ready. Once it listens
+// again it ends its streams (what it missed may have ended a tenant), and
+// a reconnect with Last-Event-ID gets what was committed meanwhile.
 func TestReadyOnlyWhileListening(t *testing.T) {
 	ps, url := cluster(t, 2)
 	admin := adminConn(t, url)
@@ -362,7 +403,14 @@ func TestReadyOnlyWhileListening(t *testing.T) {
 	if _, err := cluster.Exec(ctx, `ALTER DATABASE `+db+` ALLOW_CONNECTIONS true`); err != nil {
 		t.Fatal(err)
 	}
-	w.upTo(t, 1, 2)
+	select {
+	case f, ok := <-w.frames:
+		if ok {
+			t.Fatalf("the stream went on after its process listened again: %+v", f)
+		}
+	case <-time.After(wait):
+		t.Fatal("the stream did not end once its process listened again")
+	}
 	for deadline := time.Now().Add(wait); ; {
 		if code, _ := readyz(t, ps[1]); code == 200 {
 			break
@@ -371,6 +419,10 @@ func TestReadyOnlyWhileListening(t *testing.T) {
 			t.Fatal("the process did not become ready again")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	got, _ := follow(t, ps[1], "x", 1, 2, nil)
+	if got[2] != `2` {
+		t.Fatalf("the reconnect got %q at 2", got[2])
 	}
 }
 
@@ -439,5 +491,25 @@ func TestTenantEndsOnEveryProcess(t *testing.T) {
 		if again.StatusCode != 401 {
 			t.Fatalf("the reconnect of %s's stream with the old token: %d, want 401", c.tenant, again.StatusCode)
 		}
+	}
+}
+
+// What no Edgehub sends on the hint channel (another program's notices,
+// or names that are not names) is skipped: the listener stays, so the
+// streams go on and the process stays ready.
+func TestAForeignHintIsSkipped(t *testing.T) {
+	ps, url := cluster(t, 2)
+	admin := adminConn(t, url)
+	w := ps[1].watch(t, "x", "?after=0", nil)
+	w.hello(t)
+	for _, payload := range []string{"hello", "c other acme x 1", "c other acme x one 2", "t other ../etc", "c other acme ../x 1 1"} {
+		if _, err := admin.Exec(context.Background(), `SELECT pg_notify('edgehub', $1)`, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps[0].publish(t, "x", `1`)
+	w.upTo(t, 0, 1)
+	if code, msg := readyz(t, ps[1]); code != 200 {
+		t.Fatalf("after foreign hints: readyz %d %s", code, msg)
 	}
 }
