@@ -317,17 +317,7 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		h.publish(`"0123456789012345678901234567890123456789"`)
 	}
-	var got []int64
-	for len(got) < 20 {
-		recv(t, fast.ready, "fast stream")
-		items, demoted, _ := fast.take()
-		if demoted {
-			t.Fatal("fast stream demoted")
-		}
-		for _, it := range items {
-			got = append(got, it.Event.Seq)
-		}
-	}
+	got := pushed(t, fast, 20)
 	for i, s := range got {
 		if s != int64(i+1) {
 			t.Fatalf("fast stream got %v", got)
@@ -642,6 +632,24 @@ func (h *harness) commitElsewhere(n int) (first, last int64) {
 	return rs[0].First, rs[0].Last
 }
 
+// pushed takes n events pushed to a live stream and returns their numbers;
+// it fails if the hub sent the stream back to the backlog instead.
+func pushed(t *testing.T, st *stream, n int) []int64 {
+	t.Helper()
+	var got []int64
+	for len(got) < n {
+		recv(t, st.ready, "pushed events")
+		items, demoted, _ := st.take()
+		if demoted {
+			t.Fatal("the live stream was demoted: it went back to the backlog")
+		}
+		for _, it := range items {
+			got = append(got, it.Event.Seq)
+		}
+	}
+	return got
+}
+
 // A hint of another process's commit reaches the live streams through one
 // read of the range by the hub, not one per stream, in order and once,
 // however often and in whatever order the hints come.
@@ -660,18 +668,7 @@ func TestAHintIsReadOnceForAllLiveStreams(t *testing.T) {
 	h.hubs.Remote("t", "x", 1, 2)
 	h.hubs.Remote("t", "x", 1, 2) // repeated
 	for _, st := range streams {
-		var got []int64
-		for len(got) < 3 {
-			recv(t, st.ready, "pushed events")
-			items, demoted, _ := st.take()
-			if demoted {
-				t.Fatal("a live stream was demoted: the hub did not read the range itself")
-			}
-			for _, it := range items {
-				got = append(got, it.Event.Seq)
-			}
-		}
-		if !slices.Equal(got, []int64{1, 2, 3}) {
+		if got := pushed(t, st, 3); !slices.Equal(got, []int64{1, 2, 3}) {
 			t.Fatalf("a stream got %v, want [1 2 3]", got)
 		}
 	}
@@ -826,18 +823,7 @@ func TestAnOwnCommitAfterAnotherProcesssWaitsForItsRange(t *testing.T) {
 	if rep := recv(t, h.sendPublish(`"here"`), "publish"); rep.err != nil || rep.result.First != 3 {
 		t.Fatalf("publish: %+v", rep)
 	}
-	var got []int64
-	for len(got) < 3 {
-		recv(t, st.ready, "pushed events")
-		items, demoted, _ := st.take()
-		if demoted {
-			t.Fatal("the live stream went back to the backlog: the hub did not read the range before its own commit")
-		}
-		for _, it := range items {
-			got = append(got, it.Event.Seq)
-		}
-	}
-	if !slices.Equal(got, []int64{1, 2, 3}) {
+	if got := pushed(t, st, 3); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("the stream got %v, want [1 2 3]", got)
 	}
 }

@@ -71,7 +71,18 @@ func kill9WhilePublishing(t *testing.T, args ...string) {
 	wg.Wait()
 
 	p2 := start(t, dir, args...)
-	events, head := p2.readAll(t, "crash")
+	_, head := p2.readAnswered(t, "crash", answered)
+	if seq := p2.publish(t, "crash", `"after restart"`); seq != head+1 {
+		t.Fatalf("next publish got %d, want %d", seq, head+1)
+	}
+	t.Logf("%d answered before kill -9, %d stored", len(answered), head)
+}
+
+// readAnswered reads a topic whole and checks that it has no hole and
+// holds every answered event (data by seq) as it was answered.
+func (p *proc) readAnswered(t *testing.T, topic string, answered map[int64]string) ([]envelope, int64) {
+	t.Helper()
+	events, head := p.readAll(t, topic)
 	if int64(len(events)) != head {
 		t.Fatalf("%d events stored, head %d", len(events), head)
 	}
@@ -88,10 +99,7 @@ func kill9WhilePublishing(t *testing.T, args ...string) {
 			t.Fatalf("seq %d: stored %s, answered %s", seq, got, body)
 		}
 	}
-	if seq := p2.publish(t, "crash", `"after restart"`); seq != head+1 {
-		t.Fatalf("next publish got %d, want %d", seq, head+1)
-	}
-	t.Logf("%d answered before kill -9, %d stored", len(answered), head)
+	return events, head
 }
 
 // SIGTERM ends open streams with a whole last frame and a clean end of the

@@ -216,20 +216,7 @@ func TestKill9OfOneProcessOfThree(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	events, head := ps[1].readAll(t, "crash")
-	if int64(len(events)) != head {
-		t.Fatalf("%d events stored, head %d", len(events), head)
-	}
-	for i, e := range events {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("hole: position %d holds seq %d", i, e.Seq)
-		}
-	}
-	for seq, body := range answered {
-		if seq < 1 || seq > head || string(events[seq-1].Data) != body {
-			t.Fatalf("answered seq %d (%s) is not stored as answered (head %d)", seq, body, head)
-		}
-	}
+	events, head := ps[1].readAnswered(t, "crash", answered)
 	resumed := ps[2].watch(t, "crash", "", map[string]string{"Last-Event-ID": fmt.Sprint(last)})
 	resumed.hello(t)
 	got := resumed.upTo(t, last, head)
