@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,19 @@ type cli struct {
 	Serve   serveCmd   `cmd:"" help:"Run the hub."`
 	Publish publishCmd `cmd:"" help:"Publish an event (or an NDJSON batch from stdin) and print the answer."`
 	Watch   watchCmd   `cmd:"" help:"Watch a topic and print its events as they come."`
+	Version versionCmd `cmd:"" help:"Print the version of this binary and what it was built from."`
 }
+
+// Exit codes, as --help documents them.
+const (
+	exitFailed = 1 // the server refused, could not be reached, or serve failed
+	exitUsage  = 2 // the command line is wrong
+)
+
+const description = `Edgehub: a durable SSE streaming hub.
+
+Exit codes: 0 success; 1 the server refused the request or could not be
+reached, or serve failed; 2 the command line is wrong.`
 
 // serveCmd is server.Config, whose tags make most of serve's flags, plus
 // the two that main resolves itself.
@@ -65,11 +78,68 @@ type watchCmd struct {
 
 func main() {
 	var c cli
-	kctx := kong.Parse(&c, kong.Name("edgehub"), kong.Description("Edgehub: a durable SSE streaming hub."), kong.UsageOnError())
+	k, err := kong.New(&c, kong.Name("edgehub"), kong.Description(description))
+	if err != nil {
+		panic(fmt.Sprintf("the command line's tags: %v", err))
+	}
+	kctx, err := k.Parse(os.Args[1:])
+	if err != nil {
+		os.Exit(usageError(os.Stderr, err))
+	}
 	if err := kctx.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "edgehub:", err)
-		os.Exit(1)
+		os.Exit(exitFailed)
 	}
+}
+
+// usageError tells what is wrong with the command line, first and alone,
+// then where the help is, rather than the whole help with the one line
+// that matters at its end.
+func usageError(w io.Writer, err error) int {
+	help := "edgehub --help"
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if cmd := pe.Context.Selected(); cmd != nil {
+			help = cmd.FullPath() + " --help"
+		}
+	}
+	fmt.Fprintf(w, "edgehub: error: %v\nrun %q for usage\n", err, help) //nolint:errcheck // stderr: nowhere to tell of a failed write
+	return exitUsage
+}
+
+type versionCmd struct{}
+
+// Run prints what the Go toolchain recorded in the binary: the module's
+// version (a tagged release, or "(devel)" from a clone), the commit and
+// whether the tree had changes, and the Go version.
+func (versionCmd) Run() error {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("this binary carries no build information")
+	}
+	line := "edgehub " + info.Main.Version
+	var rev, when, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		line += " commit " + rev
+		if modified == "true" {
+			line += " (with changes)"
+		}
+	}
+	if when != "" {
+		line += " of " + when
+	}
+	fmt.Println(line + " " + info.GoVersion)
+	return nil
 }
 
 // Validate refuses flag values that would make the server misbehave
@@ -195,7 +265,7 @@ func (p *publishCmd) Run() error {
 		if body, err = io.ReadAll(os.Stdin); err != nil {
 			return fmt.Errorf("read stdin: %w", err)
 		}
-		batch = isNDJSON(body)
+		batch = !json.Valid(body) && isNDJSON(body)
 	}
 	ans, err := p.client().Publish(context.Background(), tenant, topic, body, client.PublishOptions{
 		Type: p.Type, Key: p.Key, Op: p.Op, IdempotencyKey: p.IdempotencyKey, Batch: batch,
@@ -207,8 +277,9 @@ func (p *publishCmd) Run() error {
 	return nil
 }
 
-// isNDJSON tells NDJSON (every non-blank line one JSON value: a batch, even
-// of one) from one JSON value spread over lines.
+// isNDJSON tells NDJSON (every non-blank line one JSON value) from what is
+// not. Stdin that is one JSON value, on one line or spread over several,
+// is one event; only several values make a batch.
 func isNDJSON(b []byte) bool {
 	n := 0
 	for _, line := range bytes.Split(b, []byte("\n")) {
