@@ -27,6 +27,9 @@ func writeError(w http.ResponseWriter, e *refusal.Error) {
 		} `json:"error"`
 	}{}
 	body.Error.Code, body.Error.Message = e.Code, e.Message
+	if o := observedOf(w); o != nil {
+		o.code = e.Code
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(e.RetryAfter.Seconds())))))
 	}

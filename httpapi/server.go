@@ -37,6 +37,10 @@ type Config struct {
 	Retry        time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
 	MaxBody      int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
 	WriteTimeout time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
+	// AccessLog logs a line per request (no query string, no header). It
+	// is off by default: the line's transient memory, at a stream's start,
+	// grows the resident memory of many idle streams by half.
+	AccessLog bool `env:"EDGEHUB_ACCESS_LOG" help:"Log a line per request: method, route, path (no query string), status, error code, bytes, duration, client address (refused credentials are logged at warn either way)."`
 	// CORSOrigins may use the API from a browser ("*": any origin).
 	CORSOrigins []string `name:"cors-origins" env:"EDGEHUB_CORS_ORIGINS" help:"Origins whose pages may use the API (comma-separated; * for any)."`
 	// UnsignedBodyTimeout is how long a body read to check its webhook
@@ -138,20 +142,21 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		writeError(w, refusal.New(refusal.Internal, "internal error"))
 	}
 	const topicPath = "/v1/tenants/:tenant/topics/:topic"
-	r.POST(topicPath+"/notify", s.topicRoute(s.notify))
-	r.GET(topicPath+"/watch", s.topicRoute(s.watch))
-	r.GET(topicPath+"/events", s.topicRoute(s.events))
-	r.GET(topicPath+"/state", s.topicRoute(s.state))
+	route := func(method, path string, h httprouter.Handle) { r.Handle(method, path, named(method+" "+path, h)) }
+	route(http.MethodPost, topicPath+"/notify", s.topicRoute(s.notify))
+	route(http.MethodGet, topicPath+"/watch", s.topicRoute(s.watch))
+	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
+	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
 	const adminPath = "/v1/admin/tenants/:tenant"
-	r.PUT(adminPath, s.adminRoute(s.putTenant))
-	r.GET(adminPath, s.adminRoute(s.getTenant))
-	r.DELETE(adminPath, s.adminRoute(s.deleteTenant))
-	r.POST(adminPath+"/tokens", s.adminRoute(s.postToken))
-	r.POST(adminPath+"/rotate", s.adminRoute(s.rotateTenant))
-	r.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
+	route(http.MethodGet, adminPath, s.adminRoute(s.getTenant))
+	route(http.MethodDelete, adminPath, s.adminRoute(s.deleteTenant))
+	route(http.MethodPost, adminPath+"/tokens", s.adminRoute(s.postToken))
+	route(http.MethodPost, adminPath+"/rotate", s.adminRoute(s.rotateTenant))
+	route(http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.GET("/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	route(http.MethodGet, "/readyz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		if s.deps.Ready != nil {
 			if err := s.deps.Ready(); err != nil {
 				writeError(w, refusal.New(refusal.NotReady, "%s", err))
@@ -160,13 +165,16 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	r.Handler(http.MethodGet, "/metrics", deps.Metrics.Handler())
+	metricsHandler := deps.Metrics.Handler()
+	route(http.MethodGet, "/metrics", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		metricsHandler.ServeHTTP(w, r)
+	})
 	s.router = r
 	return s
 }
 
 // Handler is the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.withWriteDeadline(s.cors(s.router)) }
+func (s *Server) Handler() http.Handler { return s.observe(s.withWriteDeadline(s.cors(s.router))) }
 
 // EndStreams ends every open stream after its current frame, as SIGTERM
 // asks, and returns once they have all ended: http.Server.Shutdown then

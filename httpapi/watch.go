@@ -238,6 +238,7 @@ func (st *sseStream) AppendEvent(b []byte, e *event.Event, envelope []byte) []by
 
 // AppendGap is the SSE frame of a gap, for the subscription.
 func (st *sseStream) AppendGap(b []byte, from, to int64) []byte {
+	st.s.deps.Metrics.Gaps.Inc()
 	return sse.AppendGap(b, from, to)
 }
 

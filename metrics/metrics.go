@@ -23,6 +23,13 @@ type Metrics struct {
 	CommitEvents    prometheus.Histogram
 	HubsActive      prometheus.Gauge
 	Trimmed         prometheus.Counter
+	Gaps            prometheus.Counter
+	// HTTPRequests and HTTPSeconds are by route (the router's pattern, or
+	// "unmatched") and status: a bounded set, whatever clients send.
+	HTTPRequests *prometheus.CounterVec
+	HTTPSeconds  *prometheus.HistogramVec
+	// Refusals are by error code, the contract's short list.
+	Refusals *prometheus.CounterVec
 }
 
 // New registers the series, with the Go runtime and process collectors.
@@ -58,10 +65,24 @@ func New() *Metrics {
 		Trimmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgehub_retention_removed_total", Help: "Event rows removed by retention.",
 		}),
+		Gaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_gaps_total", Help: "Gap frames written to watch streams: events retention removed before a stream got them.",
+		}),
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgehub_http_requests_total", Help: "HTTP requests answered, by route and status (a stream counts when its answer begins).",
+		}, []string{"route", "status"}),
+		HTTPSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edgehub_http_request_duration_seconds", Help: "Time to answer an HTTP request, by route (a stream's until its answer begins).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"route"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgehub_refusals_total", Help: "Error answers, by their code.",
+		}, []string{"code"}),
 	}
 	m.Registry.MustRegister(m.EventsPublished, m.Duplicates, m.StreamsOpen, m.Deliveries, m.Demotions,
-		m.CommitSeconds, m.CommitEvents, m.HubsActive, m.Trimmed,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.CommitSeconds, m.CommitEvents, m.HubsActive, m.Trimmed, m.Gaps, m.HTTPRequests, m.HTTPSeconds, m.Refusals,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector())
 	return m
 }
 

@@ -79,7 +79,9 @@ type proc struct {
 	err    error
 }
 
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+// listening finds the address in the server's first log line, in either
+// log format.
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","addr":"([^"]+)"`)
 
 // start runs edgehub serve --dev on a free loopback port with data in dir.
 func start(t *testing.T, dir string, args ...string) *proc {
@@ -115,7 +117,7 @@ func startAt(t *testing.T, bin string, env []string, dir, addr string, args ...s
 			p.log.WriteString(line + "\n")
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				listen <- m[1]
+				listen <- m[1] + m[2]
 			}
 		}
 	}()

@@ -51,6 +51,7 @@ type serveCmd struct {
 
 	AdminKeyFile string     `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
 	LogLevel     slog.Level `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
+	LogFormat    string     `default:"text" enum:"text,json" env:"EDGEHUB_LOG_FORMAT" help:"text (key=value) or json (one object a line)."`
 }
 
 type conn struct {
@@ -202,7 +203,12 @@ func (s *serveCmd) adminKey(logger *slog.Logger) (string, error) {
 }
 
 func (s *serveCmd) Run() error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: s.LogLevel}))
+	opts := &slog.HandlerOptions{Level: s.LogLevel}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if s.LogFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	logger := slog.New(handler)
 	adminKey, err := s.adminKey(logger)
 	if err != nil {
 		return err
