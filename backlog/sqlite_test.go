@@ -144,7 +144,27 @@ type gatedLog struct {
 	sizes            []int
 }
 
-// newGatedLog is a gatedLog over a fresh SQLite log.
+// queueBehindFirst commits one event to a/x, and once its commit is held
+// inside the log queues reqs behind it, then lets the log go on.
+func (g *gatedLog) queueBehindFirst(c *Committer, done func(Result, error), reqs ...*Publish) {
+	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
+	<-g.entered
+	for _, r := range reqs {
+		c.Commit(r, done)
+	}
+	close(g.release)
+}
+
+// ones is n requests of one event each to a/topic.
+func ones(topic string, n int) []*Publish {
+	reqs := make([]*Publish, n)
+	for i := range reqs {
+		reqs[i] = &Publish{Tenant: "a", Topic: topic, Events: events(1)}
+	}
+	return reqs
+}
+
+// newGatedLog is a gatedLog over a fresh log (the suite's store).
 func newGatedLog(t *testing.T) *gatedLog {
 	return &gatedLog{Store: openTest(t), entered: make(chan struct{}), release: make(chan struct{})}
 }
@@ -186,12 +206,11 @@ func TestCommitterGroupsRequestsThatQueueDuringACommit(t *testing.T) {
 		}
 		results <- r
 	}
-	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-	<-g.entered
+	var queued []*Publish
 	for i := 0; i < 50; i++ {
-		c.Commit(&Publish{Tenant: "a", Topic: fmt.Sprintf("t%d", i%3), Events: events(2)}, done)
+		queued = append(queued, &Publish{Tenant: "a", Topic: fmt.Sprintf("t%d", i%3), Events: events(2)})
 	}
-	close(g.release)
+	g.queueBehindFirst(c, done, queued...)
 	c.Close()
 	if len(results) != 51 {
 		t.Fatalf("%d of 51 requests answered", len(results))
@@ -314,12 +333,7 @@ func TestCommitterWaitsForTheLastCommitsSiblings(t *testing.T) {
 	c := NewCommitter(g, CommitterOptions{Delay: time.Hour, Waiting: func(want int) { waiting <- want }})
 	results := make(chan error, 17)
 	done := func(_ Result, err error) { results <- err }
-	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-	<-g.entered
-	for range 8 {
-		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-	}
-	close(g.release)
+	g.queueBehindFirst(c, done, ones("x", 8)...)
 	awaitAnswers(t, results, 9, "a request was not answered")
 	select {
 	case want := <-waiting:
@@ -355,11 +369,7 @@ func TestCommitterWaitsForSiblingsNoLongerThanItsDelay(t *testing.T) {
 			cm := NewCommitter(g, CommitterOptions{Delay: c.delay, Waiting: func(want int) { waiting <- want }})
 			results := make(chan error, 4)
 			done := func(_ Result, err error) { results <- err }
-			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-			<-g.entered
-			cm.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-			cm.Commit(&Publish{Tenant: "a", Topic: "y", Events: events(1)}, done)
-			close(g.release)
+			g.queueBehindFirst(cm, done, append(ones("x", 1), ones("y", 1)...)...)
 			awaitAnswers(t, results, 3, "a request was not answered")
 			select {
 			case want := <-waiting:
@@ -391,12 +401,7 @@ func TestCommitterLeftoversOfACappedCommitDoNotWait(t *testing.T) {
 	c := NewCommitter(g, CommitterOptions{MaxEvents: 2, Delay: time.Hour})
 	results := make(chan error, 4)
 	done := func(_ Result, err error) { results <- err }
-	c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-	<-g.entered
-	for range 3 {
-		c.Commit(&Publish{Tenant: "a", Topic: "x", Events: events(1)}, done)
-	}
-	close(g.release)
+	g.queueBehindFirst(c, done, ones("x", 3)...)
 	awaitAnswers(t, results, 4, "the request a capped commit left behind waited for siblings")
 	c.Close()
 	if fmt.Sprint(g.sizes) != "[1 2 1]" {

@@ -99,12 +99,6 @@ type (
 	}
 )
 
-// ownCommit is a commit of this process's waiting in hub.ahead.
-type ownCommit struct {
-	result backlog.Result
-	items  []*item
-}
-
 func (*remoteCommit) IgnoreDeadLetterLogging() {}
 func (*fetched) IgnoreDeadLetterLogging()      {}
 
@@ -144,10 +138,10 @@ type hub struct {
 	// hints counts the hints and checks that raised behind, so that a
 	// read knows whether another came while it was out.
 	hints uint64
-	// ahead holds this process's own commits that do not follow head yet:
-	// another process committed the range between, and its hint is on its
-	// way or its read is in flight. In commit order.
-	ahead []ownCommit
+	// ahead holds this process's own commits (their items) that do not
+	// follow head yet: another process committed the range between, and
+	// its hint is on its way or its read is in flight. In commit order.
+	ahead [][]*item
 
 	// inflight counts publishes handed to the committer and not answered.
 	inflight int
@@ -183,7 +177,7 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.inflight--
 		msg.reply <- publishReply{result: msg.result, err: msg.err}
 		if msg.err == nil {
-			h.applyOwn(ctx, msg.result, msg.items)
+			h.applyOwn(ctx, msg.items)
 		}
 		h.stopIfRetired(ctx)
 	case *headRead:
@@ -292,24 +286,30 @@ func (h *hub) readUntil(position int64) int64 {
 // head; if another process committed a range in between (on a shared
 // log), it waits in ahead while the hub reads that range, so the live
 // streams get both in order without going back to the backlog.
-func (h *hub) applyOwn(ctx actor.Context, r backlog.Result, items []*item) {
-	if len(items) == 0 || r.Last <= h.head {
+func (h *hub) applyOwn(ctx actor.Context, items []*item) {
+	if len(items) == 0 {
 		return
 	}
-	if r.First == h.head+1 && len(h.ahead) == 0 {
-		h.apply(r, items)
-		return
-	}
-	if len(h.ahead) == maxAhead {
+	first, last := span(items)
+	switch {
+	case last <= h.head:
+	case first == h.head+1 && len(h.ahead) == 0:
+		h.apply(items)
+	case len(h.ahead) == maxAhead:
 		// The range before them does not come: the live streams read
 		// the backlog instead.
-		h.skipTo(r.Last)
+		h.skipTo(last)
 		h.ahead = nil
-		return
+	default:
+		h.ahead = append(h.ahead, items)
+		h.behind = max(h.behind, first-1)
+		h.fetch(ctx)
 	}
-	h.ahead = append(h.ahead, ownCommit{result: r, items: items})
-	h.behind = max(h.behind, r.First-1)
-	h.fetch(ctx)
+}
+
+// span is the range of a commit's items, which are never none.
+func span(items []*item) (first, last int64) {
+	return items[0].Event.Seq, items[len(items)-1].Event.Seq
 }
 
 // maxAhead bounds the own commits a hub holds while it reads the range
@@ -320,17 +320,17 @@ const maxAhead = 64
 // those that a read of the log brought already.
 func (h *hub) applyAhead() {
 	for len(h.ahead) > 0 {
-		c := h.ahead[0]
+		first, last := span(h.ahead[0])
 		switch {
-		case c.result.Last <= h.head:
-		case c.result.First == h.head+1:
-			h.apply(c.result, c.items)
+		case last <= h.head:
+		case first == h.head+1:
+			h.apply(h.ahead[0])
 		default:
 			return
 		}
 		h.ahead = h.ahead[1:]
 	}
-	h.ahead = nil
+	h.ahead = nil // the emptied array goes
 }
 
 // demote sends a live stream back to catching up at what it was given.
@@ -340,20 +340,11 @@ func (h *hub) demote(s *stream) {
 	h.opts.Metrics.Demotions.Inc()
 }
 
-// apply advances the head by a committed result and pushes its events to
-// the live set; a stream whose queue is full is demoted. A notice that is
-// old is ignored; one that skips ahead (a lost notice) moves the head and
-// sends every live stream back to the backlog, which holds the missing
-// range.
-func (h *hub) apply(r backlog.Result, items []*item) {
-	if len(items) == 0 || r.Last <= h.head {
-		return
-	}
-	if r.First != h.head+1 {
-		h.skipTo(r.Last)
-		return
-	}
-	h.head = r.Last
+// apply advances the head by a commit's items, which follow it (applyOwn
+// and fetched see to that), and pushes them to the live set; a stream
+// whose queue is full is demoted.
+func (h *hub) apply(items []*item) {
+	h.head = items[len(items)-1].Event.Seq
 	h.recent.add(items)
 	for s := range h.live {
 		if !s.offer(items) {
@@ -505,11 +496,7 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	}
 	switch {
 	case len(items) > 0 && items[0].Event.Seq == h.head+1:
-		events := make([]event.Event, len(items))
-		for i, it := range items {
-			events[i] = it.Event
-		}
-		h.apply(backlog.Result{First: items[0].Event.Seq, Last: items[len(items)-1].Event.Seq, Events: events}, items)
+		h.apply(items)
 	case msg.page.Head > h.head:
 		h.skipTo(msg.page.Head)
 	}

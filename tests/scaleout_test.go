@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -15,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"edgehub/backlog"
+	"edgehub/client"
 	"edgehub/pgtest"
+	"edgehub/sse"
 )
 
 // cluster starts n processes (dev mode, each with its own data directory)
@@ -257,52 +260,56 @@ func cutListeners(t *testing.T, c *pgx.Conn) int {
 	return n
 }
 
-// follow reads topic on p from after through last as EventSource does:
-// whenever its stream ends it reconnects with Last-Event-ID. It fails on a
-// hole, a duplicate or a reordering, calls each(seq) after each event, and
-// returns the events' data by seq and how many streams it opened.
+// follow reads topic on p from after through last with the client, which
+// reconnects with Last-Event-ID whenever its stream ends, as EventSource
+// does. It fails on a gap, a hole, a duplicate or a reordering, calls
+// each(seq) after each event, and returns the events' data by seq and how
+// many streams it opened.
 func follow(t *testing.T, p *proc, topic string, after, last int64, each func(seq int64)) (map[int64]string, int) {
 	t.Helper()
 	got := map[int64]string{}
-	streams := 0
-	for pos := after; pos < last; {
-		s := p.watch(t, topic, "", map[string]string{"Last-Event-ID": fmt.Sprint(pos)})
-		streams++
-		s.hello(t)
-	frames:
-		for pos < last {
-			select {
-			case f, ok := <-s.frames:
-				if !ok {
-					break frames // the stream ended: reconnect
-				}
-				var e envelope
-				if f.Event != "message" || json.Unmarshal([]byte(f.Data), &e) != nil {
-					t.Fatalf("after %d: want an event, got %+v", pos, f)
-				}
-				if e.Seq != pos+1 {
-					t.Fatalf("after %d: got seq %d", pos, e.Seq)
-				}
-				pos = e.Seq
-				got[pos] = string(e.Data)
-				if each != nil {
-					each(pos)
-				}
-			case <-time.After(wait):
-				t.Fatalf("no event after %d", pos)
-			}
+	streams, pos := 0, after
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var bad error
+	err := p.client().Watch(ctx, "acme", topic, client.WatchOptions{After: after, HasAfter: true, Reconnect: true}, func(f sse.Frame) error {
+		if f.Event == "hello" {
+			streams++
+			return nil
 		}
-		s.close()
+		var e envelope
+		if f.Event != "message" || json.Unmarshal([]byte(f.Data), &e) != nil || e.Seq != pos+1 {
+			bad = fmt.Errorf("after %d: got %+v", pos, f)
+			return bad
+		}
+		pos = e.Seq
+		got[pos] = string(e.Data)
+		if each != nil {
+			each(pos)
+		}
+		if pos == last {
+			return errFollowed
+		}
+		return nil
+	})
+	switch {
+	case bad != nil:
+		t.Fatal(bad)
+	case !errors.Is(err, errFollowed):
+		t.Fatalf("following %s stopped after %d: %v", topic, pos, err)
 	}
 	return got, streams
 }
+
+// errFollowed ends follow's watch once it has its range.
+var errFollowed = errors.New("followed through the last event")
 
 // Listener connections cut again and again under load lose nothing: the
 // watcher of a process that only watches gets every event published on
 // another, in order, once, reconnecting as EventSource does when a cut
 // ends its stream.
 func TestACutListenerLosesNothing(t *testing.T) {
-	ps, url := cluster(t, 2)
+	ps, url := cluster(t, 2, "--retry", "100ms") // the client's reconnects wait what the server says
 	admin := adminConn(t, url)
 	const n = 600
 	done := make(chan struct{})
@@ -353,7 +360,7 @@ func readyz(t *testing.T, p *proc) (int, string) {
 // again it ends its streams (what it missed may have ended a tenant), and
 // a reconnect with Last-Event-ID gets what was committed meanwhile.
 func TestReadyOnlyWhileListening(t *testing.T) {
-	ps, url := cluster(t, 2)
+	ps, url := cluster(t, 2, "--retry", "100ms")
 	admin := adminConn(t, url)
 	if code, msg := readyz(t, ps[1]); code != 200 {
 		t.Fatalf("a started process: readyz %d %s", code, msg)

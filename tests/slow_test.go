@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
@@ -82,13 +80,7 @@ func TestStalledReaderCatchesUpWithoutGapAndBlocksNoOne(t *testing.T) {
 // metric reads one unlabelled series from /metrics.
 func metric(t *testing.T, p *proc, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(p.metricsText(t))
 	if m == nil {
 		t.Fatalf("no %s in /metrics", name)
 	}
