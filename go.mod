@@ -1,4 +1,4 @@
-module edgehub
+module github.com/edgehub/edgehub
 
 go 1.26.8
 

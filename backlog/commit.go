@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // Quotas bound what one tenant, or one topic's state, may store. They are

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 func one(tenant, topic string) *Publish {

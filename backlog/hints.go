@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"edgehub/names"
+	"github.com/edgehub/edgehub/names"
 )
 
 // hintChannel is the LISTEN/NOTIFY channel of one database's processes.

@@ -8,7 +8,7 @@ import (
 	"context"
 	"errors"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // ErrKeyReused answers a request whose idempotency key was used before on

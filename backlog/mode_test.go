@@ -11,7 +11,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
-	"edgehub/sql/schema"
+	"github.com/edgehub/edgehub/sql/schema"
 )
 
 // A data directory written before servers recorded their mode, holding

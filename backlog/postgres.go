@@ -19,7 +19,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"edgehub/sql/schema"
+	"github.com/edgehub/edgehub/sql/schema"
 )
 
 // OpenPostgres opens the shared log at url (postgres://...) and migrates

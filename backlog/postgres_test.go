@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/pgtest"
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // Two processes commit to one topic on one database: while the first

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/auth"
-	"edgehub/event"
-	"edgehub/pgtest"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // checkOldest checks the invariant of topics.oldest on every topic: NULL

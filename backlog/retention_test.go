@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 func keyed(key, op, data string) event.Event {

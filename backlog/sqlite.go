@@ -15,7 +15,7 @@ import (
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"edgehub/sql/schema"
+	"github.com/edgehub/edgehub/sql/schema"
 )
 
 // Sync is how durable a commit is before it is answered.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/event"
-	"edgehub/pgtest"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // openTest opens a fresh log on the store the suite runs on (SQLite, or

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // stateFrame is the most the answer adds around the keys: {"seq":S,"state":{}}

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // Store is the Log on a SQL database: SQLite embedded (OpenSQLite), or

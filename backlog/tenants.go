@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 
-	"edgehub/auth"
+	"github.com/edgehub/edgehub/auth"
 )
 
 // ErrNoTenant answers a lookup of a tenant the admin API never created (or

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // Deleting a tenant is one short transaction that leaves its rows to

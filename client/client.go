@@ -16,8 +16,8 @@ import (
 	"strconv"
 	"time"
 
-	"edgehub/refusal"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Client talks to one Edgehub server.

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
-	"edgehub/server"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/server"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // A live watch that has seen no event yet and loses its connection resumes

@@ -11,10 +11,10 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"edgehub/auth"
-	"edgehub/backlog"
-	"edgehub/names"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // adminRoute checks the tenant name, then the admin key, before h.

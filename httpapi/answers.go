@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"time"
 
-	"edgehub/limits"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // hold starts an empty hold on the server's read budget.

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"edgehub/auth"
-	"edgehub/backlog"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // unauthorized is the one 401 of every tenant route, whatever was wrong

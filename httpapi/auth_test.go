@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/auth"
-	"edgehub/hub"
-	"edgehub/server"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/server"
 )
 
 const adminKey = "test-admin-key"

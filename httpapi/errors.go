@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // badAfter is the message of an after that is not a position, on a watch

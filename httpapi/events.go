@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"strings"
 
-	"edgehub/auth"
-	"edgehub/backlog"
-	"edgehub/event"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"edgehub/faults"
+	"github.com/edgehub/edgehub/faults"
 )
 
 // injectedFaults builds the hooks of the fault EDGEHUB_FAULT names:

@@ -17,7 +17,7 @@ import (
 	"time"
 	"unsafe"
 
-	"edgehub/server"
+	"github.com/edgehub/edgehub/server"
 )
 
 // startTightServer is startServer whose connections have small kernel send

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"time"
 
-	"edgehub/backlog"
-	"edgehub/hub"
-	"edgehub/limits"
-	"edgehub/notify"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/notify"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 type singleAnswer struct {

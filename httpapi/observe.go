@@ -11,7 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // observed is the ResponseWriter every request is answered through: it

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/hub"
-	"edgehub/server"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/server"
 )
 
 func publishN(t *testing.T, base, topic string, n int) {

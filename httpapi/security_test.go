@@ -15,10 +15,10 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"edgehub/auth"
-	"edgehub/httpapi"
-	"edgehub/hub"
-	"edgehub/server"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/httpapi"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/server"
 )
 
 // head reads a topic's head (and state) with a subscribe token.

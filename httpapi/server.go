@@ -14,13 +14,13 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"edgehub/auth"
-	"edgehub/backlog"
-	"edgehub/hub"
-	"edgehub/limits"
-	"edgehub/metrics"
-	"edgehub/names"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // Config is the HTTP side of the command line. Its tags are flags of

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"edgehub/auth"
+	"github.com/edgehub/edgehub/auth"
 )
 
 // state answers the topic's state and the sequence it folds. Its bytes are

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/server"
+	"github.com/edgehub/edgehub/server"
 )
 
 type call struct {

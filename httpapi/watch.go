@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"time"
 
-	"edgehub/auth"
-	"edgehub/event"
-	"edgehub/hub"
-	"edgehub/refusal"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/sse"
 )
 
 const (

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/httpapi"
-	"edgehub/hub"
-	"edgehub/server"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/httpapi"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/server"
+	"github.com/edgehub/edgehub/sse"
 )
 
 const wait = 10 * time.Second

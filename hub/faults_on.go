@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"edgehub/backlog"
-	"edgehub/faults"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/faults"
 )
 
 // injectedFaults builds the hooks of the fault EDGEHUB_FAULT names:

@@ -20,9 +20,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"edgehub/actors"
-	"edgehub/backlog"
-	"edgehub/event"
+	"github.com/edgehub/edgehub/actors"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
 )
 
 // Messages between the Router, the subscriptions and a hub. Those that can

@@ -16,11 +16,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/jackc/pgx/v5"
 
-	"edgehub/actors"
-	"edgehub/backlog"
-	"edgehub/event"
-	"edgehub/limits"
-	"edgehub/pgtest"
+	"github.com/edgehub/edgehub/actors"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // wait bounds how long a test waits for an answer that must come; reaching

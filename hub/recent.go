@@ -3,7 +3,7 @@ package hub
 import (
 	"time"
 
-	"edgehub/limits"
+	"github.com/edgehub/edgehub/limits"
 )
 
 // recent is a hub's newest committed events, contiguous up to its head: a

@@ -10,10 +10,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"edgehub/actors"
-	"edgehub/backlog"
-	"edgehub/limits"
-	"edgehub/metrics"
+	"github.com/edgehub/edgehub/actors"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/metrics"
 )
 
 // ErrUnavailable answers a request the hub could not serve: the backlog

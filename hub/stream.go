@@ -3,7 +3,7 @@ package hub
 import (
 	"sync"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // item is a committed event with its envelope encoded once, in the

@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"edgehub/backlog"
-	"edgehub/event"
-	"edgehub/limits"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/limits"
 )
 
 // ErrEnded ends a subscription whose hub went away (its tenant was deleted

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // Budget bounds the bytes that requests of one kind hold at once across

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // Config holds the limits; zero disables one. Its tags are flags of

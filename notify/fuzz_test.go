@@ -9,8 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"edgehub/event"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // Whatever the body, content type, type, key and op, the parser either

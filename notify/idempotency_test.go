@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // Which key a request is idempotent by, and in which scope: a signed

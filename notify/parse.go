@@ -18,10 +18,10 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"edgehub/backlog"
-	"edgehub/event"
-	"edgehub/names"
-	"edgehub/refusal"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
 )
 
 // MaxBatch is the most events one NDJSON request may carry.

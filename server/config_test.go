@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"edgehub/server"
+	"github.com/edgehub/edgehub/server"
 )
 
 // Defaults are the tags' defaults whatever the environment holds: an

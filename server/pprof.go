@@ -9,7 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"edgehub/loopback"
+	"github.com/edgehub/edgehub/loopback"
 )
 
 // servePprof serves /debug/pprof on its own listener at addr, which must

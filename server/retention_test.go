@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/backlog"
-	"edgehub/event"
-	"edgehub/metrics"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/metrics"
 )
 
 // Count trimming and its purge run while an age pass is held in the middle

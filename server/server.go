@@ -20,13 +20,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"edgehub/actors"
-	"edgehub/backlog"
-	"edgehub/httpapi"
-	"edgehub/hub"
-	"edgehub/limits"
-	"edgehub/loopback"
-	"edgehub/metrics"
+	"github.com/edgehub/edgehub/actors"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/httpapi"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/loopback"
+	"github.com/edgehub/edgehub/metrics"
 )
 
 // Config is everything serve takes from the command line but the admin

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/server"
+	"github.com/edgehub/edgehub/server"
 )
 
 func open(t *testing.T, dir string, dev bool) (*server.Server, error) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/event"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Encoding one event's frame: done once per event on fan-out and once per

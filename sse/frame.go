@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"edgehub/event"
+	"github.com/edgehub/edgehub/event"
 )
 
 // ping is the heartbeat: a comment, which EventSource ignores but which

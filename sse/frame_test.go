@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/event"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Frames written by the encoder read back, through a parser that follows

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/event"
-	"edgehub/names"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Any JSON payload, any valid type and key, written as a frame, reads back

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/client"
-	"edgehub/refusal"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // The binary without --dev: the admin key comes from EDGEHUB_ADMIN_KEY, a

@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
-	"edgehub/pgtest"
-	"edgehub/sse"
-	"edgehub/tests/chaoscheck"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/pgtest"
+	"github.com/edgehub/edgehub/sse"
+	"github.com/edgehub/edgehub/tests/chaoscheck"
 )
 
 var chaosDuration = flag.Duration("chaos.duration", 20*time.Second, "how long TestChaos publishes, watches and kills")

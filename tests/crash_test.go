@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
+	"github.com/edgehub/edgehub/client"
 )
 
 // kill -9 while eight publishers run: after a restart on the same data,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"edgehub/pgtest"
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // A second serve on a data directory that a running server holds exits

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Each of 200 fresh streams publishes the moment it has the response

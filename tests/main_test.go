@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
-	"edgehub/pgtest"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/pgtest"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // wait bounds how long a test waits for something that must happen; it is

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unsafe"
 
-	"edgehub/client"
+	"github.com/edgehub/edgehub/client"
 )
 
 // rssMiB is the resident memory of process pid, from /proc.

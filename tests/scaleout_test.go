@@ -15,10 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"edgehub/backlog"
-	"edgehub/client"
-	"edgehub/pgtest"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/pgtest"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // cluster starts n processes (dev mode, each with its own data directory)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // A watcher that stops reading while more than 20 MB is published gets all

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
+	"github.com/edgehub/edgehub/client"
 )
 
 // publishKeyed upserts or deletes a key and returns the sequence number.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"edgehub/client"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // selfSigned writes a throwaway certificate for 127.0.0.1 and its key into

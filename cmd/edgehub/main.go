@@ -21,9 +21,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"edgehub/client"
-	"edgehub/server"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/server"
+	"github.com/edgehub/edgehub/sse"
 )
 
 type cli struct {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"edgehub/server"
+	"github.com/edgehub/edgehub/server"
 )
 
 // parser builds the command line with no EDGEHUB_ variable set.

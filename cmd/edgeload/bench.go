@@ -271,7 +271,7 @@ func parseFanout(s string) ([]fanoutSize, error) {
 func build(dir, name string) (string, error) {
 	out := filepath.Join(dir, name)
 	fmt.Fprintf(os.Stderr, "edgeload bench: building %s\n", name)
-	cmd := exec.Command("go", "build", "-o", out, "edgehub/cmd/"+name)
+	cmd := exec.Command("go", "build", "-o", out, "github.com/edgehub/edgehub/cmd/"+name)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build %s (run from the repository, or give its binary): %w", name, err)

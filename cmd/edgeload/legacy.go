@@ -19,9 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"edgehub/client"
-	"edgehub/loopback"
-	"edgehub/sse"
+	"github.com/edgehub/edgehub/client"
+	"github.com/edgehub/edgehub/loopback"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // legacyMain measures one running Edgehub at --server: publish throughput
