@@ -20,9 +20,11 @@ function psql(sql) {
 
 export class Hub {
   // With tls, the hub serves HTTPS (and so HTTP/2) with a throwaway
-  // self-signed certificate for 127.0.0.1 made by openssl.
-  constructor(args = [], { tls = false } = {}) {
+  // self-signed certificate for 127.0.0.1 made by openssl. With dev
+  // false, it runs without --dev: give it --admin-key in args.
+  constructor(args = [], { tls = false, dev = true } = {}) {
     this.args = args;
+    this.mode = dev ? ['--dev'] : [];
     if (cluster) {
       this.database = 'c_' + randomBytes(6).toString('hex');
       psql(`CREATE DATABASE ${this.database}`);
@@ -47,7 +49,7 @@ export class Hub {
   }
 
   async start() {
-    this.proc = spawn(bin, ['serve', '--dev', '--addr', this.addr, '--data', this.data, '--retry', '500ms', ...this.args],
+    this.proc = spawn(bin, ['serve', ...this.mode, '--addr', this.addr, '--data', this.data, '--retry', '500ms', ...this.args],
       { stdio: ['ignore', 'ignore', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
     const addr = await new Promise((resolve, reject) => {
