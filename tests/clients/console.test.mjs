@@ -133,12 +133,12 @@ test('console: event data is shown as text', async () => {
     };
     await post(hub, 'xss', markup, { type: 'xss' });
     const cells = await row(p, 1);
-    assert.equal(cells.data, JSON.stringify(markup));
     const found = await p.evaluate(() => ({
       pwned: window.pwned,
       elements: document.querySelectorAll('#events img, #events script').length,
     }));
     assert.deepEqual(found, { pwned: undefined, elements: 0 });
+    assert.equal(cells.data, JSON.stringify(markup));
     assert.deepEqual(p.problems, []);
     await p.close();
   } finally {
