@@ -1,6 +1,7 @@
 // Starts the real edgehub binary (EDGEHUB_BIN) on loopback for the client
 // tests, restarts it on the same port and data, and publishes over HTTP.
 import { spawn, execFileSync } from 'node:child_process';
+import { chromium } from 'playwright-core';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -112,4 +113,14 @@ export async function until(check, what, ms = 20000) {
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+// launchChromium starts Debian's chromium (or CHROMIUM), headless, with
+// nothing of its own going to the network.
+export function launchChromium() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
 }
