@@ -169,6 +169,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, "/metrics", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		metricsHandler.ServeHTTP(w, r)
 	})
+	s.consoleRoutes(route)
 	s.router = r
 	return s
 }

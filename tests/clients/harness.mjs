@@ -1,6 +1,7 @@
 // Starts the real edgehub binary (EDGEHUB_BIN) on loopback for the client
 // tests, restarts it on the same port and data, and publishes over HTTP.
 import { spawn, execFileSync } from 'node:child_process';
+import { chromium } from 'playwright-core';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +21,11 @@ function psql(sql) {
 
 export class Hub {
   // With tls, the hub serves HTTPS (and so HTTP/2) with a throwaway
-  // self-signed certificate for 127.0.0.1 made by openssl.
-  constructor(args = [], { tls = false } = {}) {
+  // self-signed certificate for 127.0.0.1 made by openssl. With dev
+  // false, it runs without --dev: give it --admin-key in args.
+  constructor(args = [], { tls = false, dev = true } = {}) {
     this.args = args;
+    this.mode = dev ? ['--dev'] : [];
     if (cluster) {
       this.database = 'c_' + randomBytes(6).toString('hex');
       psql(`CREATE DATABASE ${this.database}`);
@@ -47,7 +50,7 @@ export class Hub {
   }
 
   async start() {
-    this.proc = spawn(bin, ['serve', '--dev', '--addr', this.addr, '--data', this.data, '--retry', '500ms', ...this.args],
+    this.proc = spawn(bin, ['serve', ...this.mode, '--addr', this.addr, '--data', this.data, '--retry', '500ms', ...this.args],
       { stdio: ['ignore', 'ignore', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
     const addr = await new Promise((resolve, reject) => {
@@ -110,4 +113,14 @@ export async function until(check, what, ms = 20000) {
     await new Promise((r) => setTimeout(r, 20));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+// launchChromium starts Debian's chromium (or CHROMIUM), headless, with
+// nothing of its own going to the network.
+export function launchChromium() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
 }
