@@ -188,8 +188,9 @@ func retryAfter(v string, now time.Time) time.Duration {
 }
 
 // backoff spaces attempts: base, doubled after each failure up to
-// maxBackoff, never less than the server's Retry-After, each with up to
-// 50% jitter so that clients refused together do not come back together.
+// maxBackoff (or base, if the server asked for more), never less than the
+// server's Retry-After, each with up to 50% jitter so that clients
+// refused together do not come back together.
 type backoff struct {
 	base     time.Duration
 	failures int
@@ -200,12 +201,12 @@ type backoff struct {
 const maxBackoff = 30 * time.Second
 
 func (b *backoff) next(retryAfter time.Duration) time.Duration {
-	d := maxBackoff
-	if b.failures < 16 {
-		d = min(b.base<<b.failures, maxBackoff)
+	d, ceiling := b.base, max(maxBackoff, b.base)
+	for i := 0; i < b.failures && d < ceiling; i++ {
+		d *= 2
 	}
 	b.failures++
-	d = max(d, retryAfter)
+	d = max(min(d, ceiling), retryAfter)
 	return d + rand.N(d/2+1)
 }
 

@@ -471,7 +471,8 @@ func TestPublishDoesNotRetryAQuota(t *testing.T) {
 
 // A watch ends as soon as its context does: while it reads a quiet
 // stream, and while it waits to reconnect. Both waits here are an hour
-// long, so a watch that missed its context would outlast the test.
+// long (the reconnect's from the server's retry field), so a watch that
+// missed its context would outlast the test.
 func TestWatchEndsWithItsContext(t *testing.T) {
 	for _, waiting := range []bool{false, true} {
 		t.Run(fmt.Sprintf("waiting=%v", waiting), func(t *testing.T) {
@@ -485,7 +486,12 @@ func TestWatchEndsWithItsContext(t *testing.T) {
 			go func() {
 				for _, err := range c.Watch(ctx, "t", "q", client.WatchOptions{
 					OnHello: func(client.Hello) { close(opened) },
-					OnRetry: func(client.Retry) { close(retrying) },
+					OnRetry: func(r client.Retry) {
+						if r.Delay < time.Hour {
+							t.Errorf("reconnect in %v, before the server's retry of an hour", r.Delay)
+						}
+						close(retrying)
+					},
 				}) {
 					ended <- err
 					return
