@@ -359,7 +359,7 @@ func (tl *timeline) checkWaited(t *testing.T, path string) int {
 // A reconnecting watch refused by the stream cap (429 too_many_streams
 // with Retry-After) waits as long as the server says, then tries again
 // rather than giving up.
-func TestWatchRetriesAStreamCapAfterRetryAfter(t *testing.T) {
+func TestWatchRetriesAStreamCapRefusal(t *testing.T) {
 	ts := newServer(t, func(c *server.Config) { c.MaxTenantStreams = 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

@@ -211,43 +211,37 @@ func (w *watch) frame(f sse.Frame, yield func(Event, error) bool) error {
 	}
 	switch f.Event {
 	case "hello":
-		var h Hello
-		if err := decodeFrame(f, &h); err != nil {
-			return err
-		}
 		if !w.needSnapshot && f.IDSet {
 			w.lastID = f.ID
 		}
-		if w.o.OnHello != nil {
-			w.o.OnHello(h)
-		}
+		return deliver(f, w.o.OnHello)
 	case "snapshot":
-		var s Snapshot
-		if err := decodeFrame(f, &s); err != nil {
-			return err
-		}
 		w.needSnapshot, w.lastID = false, f.ID
-		if w.o.OnSnapshot != nil {
-			w.o.OnSnapshot(s)
-		}
+		return deliver(f, w.o.OnSnapshot)
 	case "gap":
-		var g Gap
-		if err := decodeFrame(f, &g); err != nil {
-			return err
-		}
 		w.lastID = f.ID
-		if w.o.OnGap != nil {
-			w.o.OnGap(g)
-		}
-	default:
-		var e Event
-		if err := decodeFrame(f, &e); err != nil {
-			return err
-		}
-		w.lastID = f.ID
-		if !yield(e, nil) {
-			return errStopped
-		}
+		return deliver(f, w.o.OnGap)
+	}
+	var e Event
+	if err := decodeFrame(f, &e); err != nil {
+		return err
+	}
+	w.lastID = f.ID
+	if !yield(e, nil) {
+		return errStopped
+	}
+	return nil
+}
+
+// deliver decodes a frame of the hub's own into its type and hands it to
+// the callback, if the caller set one.
+func deliver[T any](f sse.Frame, to func(T)) error {
+	var v T
+	if err := decodeFrame(f, &v); err != nil {
+		return err
+	}
+	if to != nil {
+		to(v)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -12,7 +13,7 @@ import (
 // as serve's admin key, so one shell (or one --config file) holds both.
 type adminConn struct {
 	Server   string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
-	AdminKey string `name:"admin-key" env:"EDGEHUB_ADMIN_KEY" help:"The admin API's bearer key (rather from EDGEHUB_ADMIN_KEY or --config: every local user can read a command line)."`
+	AdminKey string `name:"admin-key" env:"EDGEHUB_ADMIN_KEY" placeholder:"KEY" help:"The admin API's bearer key (rather from EDGEHUB_ADMIN_KEY or --config: every local user can read a command line)."`
 }
 
 func (a *adminConn) client() *client.Client {
@@ -49,22 +50,17 @@ func (c *tenantCreateCmd) Run() error {
 
 type tenantGetCmd struct{ tenantArg }
 
-func (c *tenantGetCmd) Run() error {
-	ctx, stop := signalled()
-	defer stop()
-	t, err := c.client().Tenant(ctx, c.Tenant)
-	if err != nil {
-		return err
-	}
-	return printJSON(t)
-}
+func (c *tenantGetCmd) Run() error { return c.print((*client.Client).Tenant) }
 
 type tenantRotateCmd struct{ tenantArg }
 
-func (c *tenantRotateCmd) Run() error {
+func (c *tenantRotateCmd) Run() error { return c.print((*client.Client).RotateTenant) }
+
+// print makes an admin call that answers the tenant, and prints it.
+func (a *tenantArg) print(call func(*client.Client, context.Context, string) (client.Tenant, error)) error {
 	ctx, stop := signalled()
 	defer stop()
-	t, err := c.client().RotateTenant(ctx, c.Tenant)
+	t, err := call(a.client(), ctx, a.Tenant)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 // conn is how the topic commands reach the hub.
 type conn struct {
 	Server string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
-	Token  string `env:"EDGEHUB_TOKEN" help:"Bearer token (none in dev mode)."`
+	Token  string `env:"EDGEHUB_TOKEN" placeholder:"TOKEN" help:"Bearer token (none in dev mode)."`
 }
 
 // cliRetries is how many times a command retries a 429 or 503 (after the
@@ -35,13 +35,20 @@ func signalled() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
-func splitTarget(t string) (string, string, error) {
-	tenant, topic, ok := strings.Cut(t, "/")
+// target is a topic command's TENANT/TOPIC, split when the command line
+// is parsed, so that a malformed one is a usage error.
+type target struct{ tenant, topic string }
+
+func (t *target) UnmarshalText(b []byte) error {
+	tenant, topic, ok := strings.Cut(string(b), "/")
 	if !ok || tenant == "" || topic == "" {
-		return "", "", fmt.Errorf("target %q is not TENANT/TOPIC", t)
+		return fmt.Errorf("%q is not TENANT/TOPIC", b)
 	}
-	return tenant, topic, nil
+	t.tenant, t.topic = tenant, topic
+	return nil
 }
+
+func (t target) String() string { return t.tenant + "/" + t.topic }
 
 // printJSON writes v as one line of JSON to stdout.
 func printJSON(v any) error {
@@ -57,24 +64,22 @@ func printJSON(v any) error {
 
 type publishCmd struct {
 	conn
-	Target         string `arg:"" help:"TENANT/TOPIC."`
+	Target         target `arg:"" help:"TENANT/TOPIC."`
 	Body           string `arg:"" optional:"" help:"The event's JSON, or - to read stdin (NDJSON there is a batch)."`
-	Type           string `help:"Event type."`
-	Key            string `help:"Key of a keyed (state) event."`
-	Op             string `help:"upsert or delete, with --key."`
-	IdempotencyKey string `help:"Idempotency key."`
+	Type           string `placeholder:"TYPE" help:"Event type (default message)."`
+	Key            string `placeholder:"KEY" help:"Key of a keyed (state) event."`
+	Op             string `placeholder:"OP" enum:"upsert,delete," default:"" help:"upsert or delete, with --key."`
+	IdempotencyKey string `placeholder:"KEY" help:"Idempotency key: a repeat with the same key appends nothing."`
 }
 
 func (p *publishCmd) Run() error {
-	tenant, topic, err := splitTarget(p.Target)
-	if err != nil {
-		return err
-	}
+	tenant, topic := p.Target.tenant, p.Target.topic
 	ctx, stop := signalled()
 	defer stop()
 	o := client.PublishOptions{Type: p.Type, Key: p.Key, Op: p.Op, IdempotencyKey: p.IdempotencyKey}
 	body := []byte(p.Body)
 	if p.Body == "-" {
+		var err error
 		if body, err = io.ReadAll(os.Stdin); err != nil {
 			return fmt.Errorf("read stdin: %w", err)
 		}
@@ -113,17 +118,14 @@ func ndjsonLines(b []byte) []any {
 
 type watchCmd struct {
 	conn
-	Target   string `arg:"" help:"TENANT/TOPIC."`
-	After    *int64 `help:"Start after this sequence number (0: the whole backlog)."`
+	Target   target `arg:"" help:"TENANT/TOPIC."`
+	After    *int64 `placeholder:"N" help:"Start after this sequence number (0: the whole backlog)."`
 	Snapshot bool   `help:"Start with the topic's state."`
 	JSON     bool   `name:"json" help:"One JSON object a line on stdout, nothing else."`
 }
 
 func (w *watchCmd) Run() error {
-	tenant, topic, err := splitTarget(w.Target)
-	if err != nil {
-		return err
-	}
+	tenant, topic := w.Target.tenant, w.Target.topic
 	ctx, stop := signalled()
 	defer stop()
 	out := bufio.NewWriter(os.Stdout)
@@ -200,17 +202,14 @@ func notice(format string, args ...any) {
 
 type eventsCmd struct {
 	conn
-	Target string `arg:"" help:"TENANT/TOPIC."`
-	After  int64  `help:"Start after this sequence number (0: the oldest retained)."`
-	Limit  int    `help:"Events per request (0: the server's default, 100; it takes at most 1000)."`
+	Target target `arg:"" help:"TENANT/TOPIC."`
+	After  int64  `placeholder:"N" help:"Start after this sequence number (0: the oldest retained)."`
+	Limit  int    `placeholder:"N" help:"Events per request (0: the server's default, 100; it takes at most 1000)."`
 	All    bool   `help:"Follow the pages up to the head, not only the first."`
 }
 
 func (e *eventsCmd) Run() error {
-	tenant, topic, err := splitTarget(e.Target)
-	if err != nil {
-		return err
-	}
+	tenant, topic := e.Target.tenant, e.Target.topic
 	ctx, stop := signalled()
 	defer stop()
 	if e.Limit < 0 {
@@ -256,14 +255,11 @@ func (e *eventsCmd) Run() error {
 
 type stateCmd struct {
 	conn
-	Target string `arg:"" help:"TENANT/TOPIC."`
+	Target target `arg:"" help:"TENANT/TOPIC."`
 }
 
 func (s *stateCmd) Run() error {
-	tenant, topic, err := splitTarget(s.Target)
-	if err != nil {
-		return err
-	}
+	tenant, topic := s.Target.tenant, s.Target.topic
 	ctx, stop := signalled()
 	defer stop()
 	st, err := s.client().State(ctx, tenant, topic)
