@@ -171,7 +171,7 @@ func TestCLITenantsAndTokens(t *testing.T) {
 
 // events --all written to a file holds every envelope once, in order, and
 // nothing else, while stderr shows the replay's progress; into a pipe the
-// same command shows no bar.
+// same command shows no bar. watch --after 0 into a file shows it too.
 func TestCLIEventsAllToAFile(t *testing.T) {
 	p := start(t, t.TempDir())
 	const n = 2500 // 25 pages of the server's default 100
@@ -199,6 +199,41 @@ func TestCLIEventsAllToAFile(t *testing.T) {
 		t.Fatalf("events --all into a pipe: exit %d, stderr %q; want no bar", code, errOut)
 	}
 	checkEnvelopes(t, out, n)
+
+	// watch --after 0 into a file shows the same bar up to the head it
+	// found, and goes on live.
+	path = filepath.Join(t.TempDir(), "watch.ndjson")
+	if f, err = os.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	watch := exec.Command(binary, "watch", "acme/x", "--after", "0", "--json", "--server", p.base)
+	stderr := &lockedBuffer{}
+	watch.Stdout, watch.Stderr = f, stderr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Process.Kill()
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) { // a poll of the file
+		if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not write %d lines; stderr:\n%s", n, stderr)
+		}
+	}
+	watch.Process.Signal(syscall.SIGINT)
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("watch: %v; stderr:\n%s", err, stderr)
+	}
+	b, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEnvelopes(t, string(b), n)
+	if want := fmt.Sprintf("%d/%d", n, n); !strings.Contains(stderr.String(), want) {
+		t.Fatalf("watch --after 0 into a file: no progress on stderr (want %q):\n%s", want, stderr)
+	}
 }
 
 // checkEnvelopes fails unless text is n lines of envelopes, seq 1..n in
