@@ -1,6 +1,11 @@
-// Package client is the Go side of Edgehub's wire: the publish and watch
-// calls that the command line (and the black-box tests) make. Watch reads
-// its stream with package sse's strict decoder.
+// Package client is a Go client of an Edgehub server: publish events and
+// batches, watch a topic with reconnects that lose nothing, read pages of
+// events and a topic's state, and manage tenants and tokens through the
+// admin API. The edgehub command line is built on it.
+//
+// A Client is safe for concurrent use. Calls that send one request and
+// read one answer retry a temporary refusal (a limit's 429, a 503) up to
+// Client.Retries times; Watch reconnects until its context ends.
 package client
 
 import (
@@ -14,26 +19,35 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edgehub/edgehub/refusal"
-	"github.com/edgehub/edgehub/sse"
 )
 
-// Client talks to one Edgehub server.
+// Client talks to one Edgehub server. Its zero value with Server set is
+// ready to use.
 type Client struct {
-	Server string // base URL, e.g. http://127.0.0.1:8080
-	Token  string
-	HTTP   *http.Client
-	// Retries is how many times Publish retries a temporary refusal
-	// (429, 503) before it returns it; 0 returns it at once.
+	// Server is the base URL, e.g. http://127.0.0.1:8080.
+	Server string
+	// Token is the bearer token of the tenant routes (publish, watch,
+	// events, state); empty for a server in dev mode.
+	Token string
+	// AdminKey is the bearer key of the admin API's routes.
+	AdminKey string
+	// HTTP sends the requests; nil means http.DefaultClient.
+	HTTP *http.Client
+	// Retries is how many times a call that is refused for now (a 429
+	// other than quota_exceeded, or a 503) is sent again, each time after
+	// the server's Retry-After or a jittered backoff; 0 returns the first
+	// refusal. Watch does not count: it retries until its context ends.
 	Retries int
 }
 
-// APIError is a refusal from the server in the contract's error shape:
-// Status is the answer's HTTP status, Code and Message its error (Code is
-// refusal.Unknown when the answer was not in that shape), RetryAfter the
-// server's Retry-After, when it sent one.
+// APIError is a refusal from the server in its error shape: Status is
+// the answer's HTTP status, Code and Message its error (Code is
+// refusal.Unknown when the answer was not in that shape, as a proxy's
+// page is not), RetryAfter the server's Retry-After, when it sent one.
 type APIError struct {
 	Status     int
 	Code       refusal.Code
@@ -62,76 +76,85 @@ func (c *Client) http() *http.Client {
 	return http.DefaultClient
 }
 
+// topicURL is the URL of one of a topic's routes; the names are escaped,
+// so a bad one reaches the server, which answers invalid_name.
 func (c *Client) topicURL(tenant, topic, route string, q url.Values) string {
-	u := c.Server + "/v1/tenants/" + url.PathEscape(tenant) + "/topics/" + url.PathEscape(topic) + "/" + route
+	return c.url("/v1/tenants/"+url.PathEscape(tenant)+"/topics/"+url.PathEscape(topic)+"/"+route, q)
+}
+
+func (c *Client) url(path string, q url.Values) string {
+	u := strings.TrimRight(c.Server, "/") + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
 	return u
 }
 
-// PublishOptions are a publish's type, key, op and idempotency key; Batch
-// sends the body as NDJSON.
-type PublishOptions struct {
-	Type, Key, Op, IdempotencyKey string
-	Batch                         bool
+// call is one request of a request–answer route: its method, URL, body
+// and headers, and the credential it carries.
+type call struct {
+	method, url string
+	body        []byte
+	header      http.Header
+	bearer      string
+	what        string // for errors: "publish to acme/orders"
 }
 
-// Publish posts body and returns the server's answer as it came. A refusal
-// is an *APIError. A temporary refusal (429, 503) is retried up to
-// c.Retries times, after the server's Retry-After or a jittered backoff.
-func (c *Client) Publish(ctx context.Context, tenant, topic string, body []byte, o PublishOptions) (json.RawMessage, error) {
-	b := backoff{}
+// do sends the call, again after each temporary refusal up to c.Retries
+// times, and decodes a 2xx answer into out (when out is not nil). A
+// refusal is an *APIError.
+func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
+	b := backoff{base: 500 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
-		ans, err := c.publishOnce(ctx, tenant, topic, body, o)
+		status, err := c.once(ctx, k, out)
 		var apiErr *APIError
 		if err == nil || !errors.As(err, &apiErr) || !apiErr.Temporary() || attempt >= c.Retries {
-			return ans, err
+			return status, err
 		}
-		if err := b.wait(ctx, apiErr.RetryAfter); err != nil {
-			return nil, err
+		if err := sleep(ctx, b.next(apiErr.RetryAfter)); err != nil {
+			return 0, err
 		}
 	}
 }
 
-func (c *Client) publishOnce(ctx context.Context, tenant, topic string, body []byte, o PublishOptions) (json.RawMessage, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"type": o.Type, "key": o.Key, "op": o.Op} {
-		if v != "" {
-			q.Set(k, v)
-		}
+// maxAnswer bounds an answer the client reads: the server bounds its
+// answers near 1 MiB of event data, so 64 MiB is only a guard against a
+// peer that is no Edgehub.
+const maxAnswer = 64 << 20
+
+func (c *Client) once(ctx context.Context, k call, out any) (int, error) {
+	var body io.Reader
+	if k.body != nil {
+		body = bytes.NewReader(k.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.topicURL(tenant, topic, "notify", q), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, k.method, k.url, body)
 	if err != nil {
-		return nil, fmt.Errorf("build publish request: %w", err)
+		return 0, fmt.Errorf("%s: %w", k.what, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if o.Batch {
-		req.Header.Set("Content-Type", "application/x-ndjson")
+	for name, v := range k.header {
+		req.Header[name] = v
 	}
-	if o.IdempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", o.IdempotencyKey)
+	if k.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+k.bearer)
 	}
-	c.authorize(req)
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("publish to %s/%s: %w", tenant, topic, err)
+		return 0, fmt.Errorf("%s: %w", k.what, err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, fmt.Errorf("read publish answer: %w", err)
+		return 0, fmt.Errorf("%s: read the answer: %w", k.what, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, decodeError(resp, b)
+		return resp.StatusCode, decodeError(resp, b)
 	}
-	return b, nil
-}
-
-func (c *Client) authorize(req *http.Request) {
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s: answer %.200q: %w", k.what, b, err)
+		}
 	}
+	return resp.StatusCode, nil
 }
 
 func decodeError(resp *http.Response, body []byte) error {
@@ -145,29 +168,50 @@ func decodeError(resp *http.Response, body []byte) error {
 	if err := json.Unmarshal(body, &e); err == nil && e.Error.Code != "" {
 		a.Code, a.Message = e.Error.Code, e.Error.Message
 	}
-	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
-		a.RetryAfter = time.Duration(secs) * time.Second
-	}
+	a.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return a
 }
 
-// backoff spaces retries: the server's Retry-After when it gave one, else
-// an exponential delay from 500 ms to 30 s, each with up to 50% jitter so
-// that clients refused together do not come back together.
-type backoff struct {
-	next time.Duration
+// retryAfter reads a Retry-After header in either of its forms, whole
+// seconds or an HTTP date; 0 when there is none or it cannot be read.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		return max(0, time.Duration(secs)*time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(now))
+	}
+	return 0
 }
 
-func (b *backoff) wait(ctx context.Context, retryAfter time.Duration) error {
-	if b.next == 0 {
-		b.next = 500 * time.Millisecond
+// backoff spaces attempts: base, doubled after each failure up to
+// maxBackoff (or base, if the server asked for more), never less than the
+// server's Retry-After, each with up to 50% jitter so that clients
+// refused together do not come back together.
+type backoff struct {
+	base     time.Duration
+	failures int
+}
+
+// maxBackoff caps the doubling, so a client comes back within a minute
+// of a long outage's end.
+const maxBackoff = 30 * time.Second
+
+func (b *backoff) next(retryAfter time.Duration) time.Duration {
+	d, ceiling := b.base, max(maxBackoff, b.base)
+	for i := 0; i < b.failures && d < ceiling; i++ {
+		d *= 2
 	}
-	d := b.next
-	b.next = min(2*b.next, 30*time.Second)
-	if retryAfter > 0 {
-		d = retryAfter
-	}
-	d += rand.N(d/2 + 1)
+	b.failures++
+	d = max(min(d, ceiling), retryAfter)
+	return d + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends, whichever is first.
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -175,127 +219,5 @@ func (b *backoff) wait(ctx context.Context, retryAfter time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	}
-}
-
-// WatchOptions say where a watch starts. With neither After nor LastEventID
-// it starts live from now.
-type WatchOptions struct {
-	After       int64
-	HasAfter    bool
-	LastEventID string
-	Snapshot    bool
-	// Notice, when set, hears about connections dropped and resumed.
-	Notice func(string)
-	// Reconnect resumes after a dropped connection with Last-Event-ID, as
-	// a browser does; without it Watch returns when the stream ends.
-	Reconnect bool
-}
-
-// Watch streams frames to on until ctx ends, on returns an error, or the
-// server refuses for good. It resumes from the last id after a dropped
-// connection when asked to, and then also retries temporary refusals (429,
-// 503) after the server's Retry-After or a jittered backoff.
-//
-// The hello frame's id is the stream's position, so a stream that drops
-// before its first event resumes where it started. A snapshot stream is
-// the exception: until its snapshot frame has arrived, it resumes with no
-// position, so that the server sends the snapshot again; resuming from
-// hello's position would skip the state for good.
-func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions, on func(sse.Frame) error) error {
-	lastID := o.LastEventID
-	needSnapshot := o.Snapshot && !o.HasAfter && lastID == ""
-	retry := 2 * time.Second
-	b := backoff{}
-	for {
-		err := c.watchOnce(ctx, tenant, topic, o, lastID, func(f sse.Frame) error {
-			switch {
-			case f.Event == "snapshot":
-				needSnapshot = false
-				lastID = f.ID
-			case f.IDSet && (!needSnapshot || f.Event != "hello"):
-				lastID = f.ID
-			}
-			if f.Event != "hello" {
-				b = backoff{} // the stream delivers again: back off afresh next time
-			}
-			return on(f)
-		}, &retry)
-		var apiErr *APIError
-		temporary := errors.As(err, &apiErr) && apiErr.Temporary()
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, errStop), apiErr != nil && !temporary:
-			return err
-		case !o.Reconnect:
-			return err
-		}
-		if temporary {
-			if o.Notice != nil {
-				o.Notice(fmt.Sprintf("refused (%v); retrying", err))
-			}
-			if err := b.wait(ctx, apiErr.RetryAfter); err != nil {
-				return err
-			}
-			continue
-		}
-		if o.Notice != nil {
-			o.Notice(fmt.Sprintf("connection lost (%v); resuming after %q in %s", err, lastID, retry))
-		}
-		t := time.NewTimer(retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// errStop marks an error from the caller's callback, which ends Watch.
-var errStop = errors.New("stopped by caller")
-
-func (c *Client) watchOnce(ctx context.Context, tenant, topic string, o WatchOptions, lastID string, on func(sse.Frame) error, retry *time.Duration) error {
-	q := url.Values{}
-	if o.HasAfter {
-		q.Set("after", strconv.FormatInt(o.After, 10))
-	}
-	if o.Snapshot {
-		q.Set("snapshot", "1")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.topicURL(tenant, topic, "watch", q), nil)
-	if err != nil {
-		return fmt.Errorf("build watch request: %w", err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	c.authorize(req)
-	resp, err := c.http().Do(req)
-	if err != nil {
-		return fmt.Errorf("watch %s/%s: %w", tenant, topic, err)
-	}
-	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return decodeError(resp, b)
-	}
-	d := sse.NewDecoder(resp.Body)
-	for {
-		f, err := d.Next()
-		if d.Retry > 0 {
-			*retry = time.Duration(d.Retry) * time.Millisecond
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return errors.New("server ended the stream")
-			}
-			return fmt.Errorf("read stream: %w", err)
-		}
-		if err := on(f); err != nil {
-			return fmt.Errorf("%w: %w", errStop, err)
-		}
 	}
 }

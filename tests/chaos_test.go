@@ -284,7 +284,7 @@ func runChaos(t *testing.T, opts chaosOptions) *chaosRun {
 
 // publish sends one request until it is answered, retrying with the same
 // idempotency key after connection errors, as a webhook sender does.
-func (r *chaosRun) publish(ctx context.Context, key string, body []byte, batch bool) chaoscheck.Outcome {
+func (r *chaosRun) publish(ctx context.Context, key string, events []any, batch bool) chaoscheck.Outcome {
 	c := &client.Client{Server: r.pick(), HTTP: r.hc}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -292,7 +292,15 @@ func (r *chaosRun) publish(ctx context.Context, key string, body []byte, batch b
 			time.Sleep(50 * time.Millisecond) // back off while the server restarts
 		}
 		r.requests.Add(1)
-		raw, err := c.Publish(context.Background(), "chaos", "main", body, client.PublishOptions{IdempotencyKey: key, Batch: batch})
+		var a client.BatchResult
+		var err error
+		if batch {
+			a, err = c.PublishBatch(context.Background(), "chaos", "main", events, client.PublishOptions{IdempotencyKey: key})
+		} else {
+			var one client.PublishResult
+			one, err = c.Publish(context.Background(), "chaos", "main", events[0], client.PublishOptions{IdempotencyKey: key})
+			a.First, a.Last = one.Seq, one.Seq
+		}
 		var apiErr *client.APIError
 		if errors.As(err, &apiErr) && apiErr.Status != http.StatusServiceUnavailable {
 			return chaoscheck.Outcome{Error: "refused: " + err.Error()}
@@ -302,13 +310,6 @@ func (r *chaosRun) publish(ctx context.Context, key string, body []byte, batch b
 				return chaoscheck.Outcome{} // given up: this request stays unanswered
 			}
 			continue
-		}
-		var a struct{ Seq, First, Last int64 }
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return chaoscheck.Outcome{Error: fmt.Sprintf("answer %s: %v", raw, err)}
-		}
-		if !batch {
-			a.First, a.Last = a.Seq, a.Seq
 		}
 		return chaoscheck.Outcome{Answered: true, First: a.First, Last: a.Last}
 	}
@@ -322,18 +323,18 @@ func (r *chaosRun) publisher(ctx context.Context, p int, rnd *rand.Rand) {
 			size = 2 + rnd.IntN(19)
 		}
 		ids := make([]string, size)
-		var body strings.Builder
+		events := make([]any, size)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("%s-%d", key, i)
-			fmt.Fprintf(&body, "{\"id\":%q,\"pad\":%q}\n", ids[i], chaosPad)
+			events[i] = json.RawMessage(fmt.Sprintf("{\"id\":%q,\"pad\":%q}", ids[i], chaosPad))
 		}
-		pub := chaoscheck.Publish{Key: key, IDs: ids, Outcome: r.publish(ctx, key, []byte(body.String()), batch)}
+		pub := chaoscheck.Publish{Key: key, IDs: ids, Outcome: r.publish(ctx, key, events, batch)}
 		if !pub.Answered {
 			r.record(pub)
 			continue
 		}
 		if rnd.IntN(10) == 0 { // a deliberate retry of an answered request
-			again := r.publish(ctx, key, []byte(body.String()), batch)
+			again := r.publish(ctx, key, events, batch)
 			pub.Repeat = &again
 		}
 		r.record(pub)
@@ -403,7 +404,7 @@ func (r *chaosRun) probe(ctx context.Context, n int) {
 	r.probes.Add(1)
 	key := fmt.Sprintf("probe-%d", n)
 	pub := chaoscheck.Publish{Key: key, IDs: []string{key + "-0"}}
-	pub.Outcome = r.publish(ctx, key, []byte(fmt.Sprintf("{\"id\":%q}\n", pub.IDs[0])), false)
+	pub.Outcome = r.publish(ctx, key, []any{map[string]string{"id": pub.IDs[0]}}, false)
 	r.record(pub)
 	if !pub.Answered {
 		return

@@ -1,24 +1,48 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // cli runs the edgehub binary with stdin and returns its stdout, stderr
 // and exit code.
 func cli(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
+	return cliRun(t, nil, nil, stdin, args...)
+}
+
+// cliRun is cli with variables added to the environment and, when stdout
+// is not nil, the command's stdout going there (a *os.File is handed to
+// the command as it is, so it writes to a real file); the stdout returned
+// is then empty.
+func cliRun(t *testing.T, env []string, stdout io.Writer, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
@@ -72,5 +96,372 @@ func TestCLIVersion(t *testing.T) {
 	out, errOut, code := cli(t, "", "version")
 	if code != 0 || !strings.HasPrefix(out, "edgehub ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// The admin commands manage a tenant and mint its tokens, and the topic
+// commands work with such a token: tenant create, get and rotate print
+// the tenant with its secrets, token prints a token that publishes and
+// reads, delete removes the tenant, and refusals exit 1 with their code.
+func TestCLITenantsAndTokens(t *testing.T) {
+	key := strings.Repeat("k", 32)
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0")
+	env := []string{"EDGEHUB_SERVER=" + p.base, "EDGEHUB_ADMIN_KEY=" + key}
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		out, errOut, code := cliRun(t, env, nil, "", args...)
+		if code != wantCode {
+			t.Fatalf("edgehub %v: exit %d, stdout %q, stderr %q; want exit %d", args, code, out, errOut, wantCode)
+		}
+		if code != 0 {
+			return errOut
+		}
+		return out
+	}
+	tenant := func(out string) map[string]string {
+		t.Helper()
+		var v map[string]string
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v["tenant"] != "acme" || v["signing_secret"] == "" ||
+			!strings.HasPrefix(v["webhook_secret"], "whsec_") || len(v) != 3 {
+			t.Fatalf("not a tenant: %q (%v)", out, err)
+		}
+		return v
+	}
+	created := tenant(run(0, "tenant", "create", "acme"))
+	if got := tenant(run(0, "tenant", "get", "acme")); got["signing_secret"] != created["signing_secret"] {
+		t.Fatalf("get: %v, created %v", got, created)
+	}
+	if got := tenant(run(0, "tenant", "rotate", "acme")); got["signing_secret"] == created["signing_secret"] ||
+		got["webhook_secret"] == created["webhook_secret"] {
+		t.Fatalf("rotate kept a secret: %v, created %v", got, created)
+	}
+	token := strings.TrimSpace(run(0, "token", "acme", "--publish", "orders", "--subscribe", "orders", "--ttl", "10m"))
+	if strings.Count(token, ".") != 2 {
+		t.Fatalf("token %q is no JWT", token)
+	}
+	if out := run(0, "publish", "acme/orders", `{"n":1}`, "--token", token); out != `{"seq":1,"duplicate":false}`+"\n" {
+		t.Fatalf("publish with the token: %q", out)
+	}
+	if out := run(0, "publish", "acme/orders", `{"s":1}`, "--key", "k", "--token", token); !strings.Contains(out, `"seq":2`) {
+		t.Fatalf("keyed publish: %q", out)
+	}
+	if errOut := run(1, "publish", "acme/orders", "1"); !strings.Contains(errOut, "unauthorized") {
+		t.Fatalf("publish without a token: %q", errOut)
+	}
+	if errOut := run(1, "publish", "acme/refunds", "1", "--token", token); !strings.Contains(errOut, "forbidden") {
+		t.Fatalf("publish outside the token: %q", errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(run(0, "events", "acme/orders", "--token", token)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"seq":1,"type":"message","time":"`) || !strings.HasSuffix(lines[0], `"data":{"n":1}}`) {
+		t.Fatalf("events: %q", lines)
+	}
+	if out := run(0, "state", "acme/orders", "--token", token); out != `{"seq":2,"state":{"k":{"s":1}}}`+"\n" {
+		t.Fatalf("state: %q", out)
+	}
+	if errOut := run(1, "tenant", "get", "acme", "--admin-key", "wrong"); !strings.Contains(errOut, "unauthorized") {
+		t.Fatalf("a wrong admin key: %q", errOut)
+	}
+	if out := run(0, "tenant", "delete", "acme"); out != "" {
+		t.Fatalf("delete printed %q", out)
+	}
+	if errOut := run(1, "tenant", "get", "acme"); !strings.Contains(errOut, "unknown_tenant") {
+		t.Fatalf("get a deleted tenant: %q", errOut)
+	}
+}
+
+// events --all written to a file holds every envelope once, in order, and
+// nothing else, while stderr shows the replay's progress; into a pipe the
+// same command shows no bar. watch --after 0 into a file shows it too.
+func TestCLIEventsAllToAFile(t *testing.T) {
+	p := start(t, t.TempDir())
+	const n = 2500 // 25 pages of the server's default 100
+	p.publishBatch(t, "x", 0, n, 10)
+	path := filepath.Join(t.TempDir(), "events.ndjson")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := cliRun(t, nil, f, "", "events", "acme/x", "--all", "--server", p.base)
+	f.Close()
+	if code != 0 {
+		t.Fatalf("events --all: exit %d, stderr %q", code, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEnvelopes(t, string(b), n)
+	if want := fmt.Sprintf("%d/%d", n, n); !strings.Contains(errOut, want) {
+		t.Fatalf("no progress on stderr (want %q):\n%s", want, errOut)
+	}
+	out, errOut, code := cliRun(t, nil, nil, "", "events", "acme/x", "--all", "--server", p.base)
+	if code != 0 || errOut != "" {
+		t.Fatalf("events --all into a pipe: exit %d, stderr %q; want no bar", code, errOut)
+	}
+	checkEnvelopes(t, out, n)
+
+	// watch --after 0 into a file shows the same bar up to the head it
+	// found, and goes on live.
+	path = filepath.Join(t.TempDir(), "watch.ndjson")
+	if f, err = os.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	watch := exec.Command(binary, "watch", "acme/x", "--after", "0", "--json", "--server", p.base)
+	stderr := &lockedBuffer{}
+	watch.Stdout, watch.Stderr = f, stderr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Process.Kill()
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) { // a poll of the file
+		if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not write %d lines; stderr:\n%s", n, stderr)
+		}
+	}
+	watch.Process.Signal(syscall.SIGINT)
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("watch: %v; stderr:\n%s", err, stderr)
+	}
+	b, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEnvelopes(t, string(b), n)
+	if want := fmt.Sprintf("%d/%d", n, n); !strings.Contains(stderr.String(), want) {
+		t.Fatalf("watch --after 0 into a file: no progress on stderr (want %q):\n%s", want, stderr)
+	}
+}
+
+// checkEnvelopes fails unless text is n lines of envelopes, seq 1..n in
+// order, each with the data tryPublishBatch gave it.
+func checkEnvelopes(t *testing.T, text string, n int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines, want %d", len(lines), n)
+	}
+	for i, line := range lines {
+		var e envelope
+		var d struct{ I int }
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Seq != int64(i+1) || json.Unmarshal(e.Data, &d) != nil || d.I != i {
+			t.Fatalf("line %d: %q (%v)", i+1, line, err)
+		}
+	}
+}
+
+// lines is a running command's stdout, line by line.
+type lines struct {
+	ch     chan string
+	stderr *lockedBuffer
+}
+
+// lockedBuffer is a command's stderr, read while the command writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startCLI runs the binary in the background; the test's cleanup
+// interrupts it if it still runs.
+func startCLI(t *testing.T, args ...string) (*exec.Cmd, *lines) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lines{ch: make(chan string, 1024), stderr: &lockedBuffer{}}
+	cmd.Stderr = l.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(l.ch)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			l.ch <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, l
+}
+
+// seq reads the next line, an envelope, and returns its sequence number.
+func (l *lines) seq(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case line, ok := <-l.ch:
+		var e envelope
+		if !ok || json.Unmarshal([]byte(line), &e) != nil {
+			t.Fatalf("want an envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
+		}
+		return e.Seq
+	case <-time.After(wait):
+		t.Fatalf("no line came; stderr:\n%s", l.stderr)
+		panic("unreachable")
+	}
+}
+
+// watch --json goes on by itself after the server is killed and started
+// again on the same data directory and address: it prints every event
+// once, in order, those before the restart and those after.
+func TestCLIWatchResumesAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, "--retry", "100ms")
+	for i := 1; i <= 3; i++ {
+		p.publish(t, "w", fmt.Sprint(i))
+	}
+	cmd, out := startCLI(t, "watch", "acme/w", "--after", "0", "--json", "--server", p.base)
+	for want := int64(1); want <= 3; want++ {
+		if got := out.seq(t); got != want {
+			t.Fatalf("line %d: seq %d", want, got)
+		}
+	}
+	p.kill9()
+	q := startAt(t, binary, nil, dir, strings.TrimPrefix(p.base, "http://"), "--dev", "--retry", "100ms")
+	for i := 4; i <= 7; i++ {
+		q.publish(t, "w", fmt.Sprint(i))
+	}
+	for want := int64(4); want <= 7; want++ {
+		if got := out.seq(t); got != want {
+			t.Fatalf("after the restart: seq %d, want %d; stderr:\n%s", got, want, out.stderr)
+		}
+	}
+	if !strings.Contains(out.stderr.String(), `resuming after "3"`) {
+		t.Errorf("no notice of the reconnect on stderr:\n%s", out.stderr)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("an interrupted watch: %v, want exit 0", err)
+	}
+}
+
+// completion prints each shell's activation code, and the binary answers
+// the shell's requests for completions from its commands and flags.
+func TestCLICompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "complete -o default -o bashdefault -C " + binary + " edgehub",
+		"zsh":  "autoload -U +X bashcompinit && bashcompinit\ncomplete -o default -o bashdefault -C " + binary + " edgehub",
+		"fish": "complete -f -c edgehub -a \"(__complete_edgehub)\"",
+	} {
+		out, errOut, code := cli(t, "", "completion", shell, "-c")
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s -c: exit %d, stdout %q, stderr %q; want %q", shell, code, out, errOut, want)
+		}
+	}
+	for line, want := range map[string][]string{
+		"edgehub ten":               {"tenant"},
+		"edgehub tenant ":           {"create", "delete", "get", "rotate"},
+		"edgehub watch acme/x --sn": {"--snapshot"},
+	} {
+		out, errOut, code := cliRun(t, []string{"COMP_LINE=" + line, "COMP_POINT=" + fmt.Sprint(len(line))}, nil, "")
+		got := strings.Fields(out)
+		slices.Sort(got)
+		if code != 0 || !slices.Equal(got, want) {
+			t.Errorf("completing %q: exit %d, %q (stderr %q); want %q", line, code, got, errOut, want)
+		}
+	}
+}
+
+// retryHint is the reconnect hint a watch of p opens with: its --retry.
+func retryHint(t *testing.T, p *proc) string {
+	t.Helper()
+	resp, err := http.Get(p.topicURL("cfg", "watch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "retry: "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no retry line: %v", sc.Err())
+	return ""
+}
+
+// --config (or EDGEHUB_CONFIG) reads flag values from JSON or YAML; a flag
+// beats an EDGEHUB_ variable, which beats the file, which beats the
+// default. The client commands read the file too. An unknown key, a file
+// that does not parse, a value of the wrong type, an unknown extension or
+// a missing file is a usage error naming what is wrong.
+func TestCLIConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	jsonFile := write("edgehub.json", `{"retry": "3s", "heartbeat": "20s"}`)
+	yamlFile := write("edgehub.yaml", "# serve's flags\nretry: 3s\nmax_body: 2048\n")
+	for _, c := range []struct {
+		what string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no file", nil, nil, "2000"},
+		{"a JSON file", nil, []string{"--config", jsonFile}, "3000"},
+		{"a YAML file from EDGEHUB_CONFIG", []string{"EDGEHUB_CONFIG=" + yamlFile}, nil, "3000"},
+		{"EDGEHUB_RETRY=4s and a file of 3s", []string{"EDGEHUB_RETRY=4s"}, []string{"--config", yamlFile}, "4000"},
+		{"--retry 5s, EDGEHUB_RETRY=4s and a file of 3s", []string{"EDGEHUB_RETRY=4s"}, []string{"--config", yamlFile, "--retry", "5s"}, "5000"},
+	} {
+		p := startAt(t, binary, c.env, t.TempDir(), "127.0.0.1:0", append([]string{"--dev"}, c.args...)...)
+		if got := retryHint(t, p); got != c.want {
+			t.Errorf("%s: retry %s, want %s", c.what, got, c.want)
+		}
+		p.kill9()
+	}
+
+	p := start(t, t.TempDir(), "--config", yamlFile)
+	resp, err := http.Post(p.topicURL("x", "notify"), "application/json", strings.NewReader(`"`+strings.Repeat("x", 4096)+`"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("max_body 2048 from YAML: a 4 KiB body answered %d", resp.StatusCode)
+	}
+	client := write("client.json", fmt.Sprintf(`{"server": %q}`, p.base))
+	if out, errOut, code := cli(t, "", "publish", "acme/x", "1", "--config", client); code != 0 || !strings.Contains(out, `"seq":1`) {
+		t.Errorf("publish with the server from a file: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	for _, c := range []struct {
+		what, file, want string
+	}{
+		{"an unknown key", write("typo.json", `{"retrry": "3s"}`), `"retrry"`},
+		{"a file that does not parse", write("bad.json", `{"retry": `), "bad.json"},
+		{"YAML that is no map", write("list.yaml", "- retry\n"), "list.yaml"},
+		{"a value of the wrong type", write("type.yaml", "retry: fast\n"), "fast"},
+		{"an unknown extension", write("edgehub.toml", `retry = "3s"`), ".json, .yaml or .yml"},
+		{"a missing file", filepath.Join(dir, "none.json"), "no such file"},
+	} {
+		out, errOut, code := cli(t, "", "serve", "--dev", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", c.file)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "edgehub: error: ") || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %s", c.what, code, out, errOut, c.want)
+		}
 	}
 }

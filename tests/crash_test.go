@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,7 +42,7 @@ func kill9WhilePublishing(t *testing.T, args ...string) {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				body := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
-				ans, err := c.Publish(context.Background(), "acme", "crash", []byte(body), client.PublishOptions{})
+				r, err := c.Publish(context.Background(), "acme", "crash", []byte(body), client.PublishOptions{})
 				if err != nil {
 					select {
 					case <-killed:
@@ -53,10 +52,8 @@ func kill9WhilePublishing(t *testing.T, args ...string) {
 						return
 					}
 				}
-				var a struct{ Seq int64 }
-				json.Unmarshal(ans, &a)
 				mu.Lock()
-				answered[a.Seq] = body
+				answered[r.Seq] = body
 				n := len(answered)
 				mu.Unlock()
 				if n >= killAfter {

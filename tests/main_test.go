@@ -189,15 +189,11 @@ func (p *proc) publish(t *testing.T, topic, body string) int64 {
 // tryPublish is publish for a goroutine other than the test's, which must
 // not call t.Fatal.
 func (p *proc) tryPublish(topic, body string) (int64, error) {
-	ans, err := p.client().Publish(context.Background(), "acme", topic, []byte(body), client.PublishOptions{})
+	r, err := p.client().Publish(context.Background(), "acme", topic, []byte(body), client.PublishOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("publish: %w", err)
 	}
-	var a struct{ Seq int64 }
-	if err := json.Unmarshal(ans, &a); err != nil {
-		return 0, err
-	}
-	return a.Seq, nil
+	return r.Seq, nil
 }
 
 // publishBatch posts n events as NDJSON, each {"i": from+k} padded to pad
@@ -211,12 +207,12 @@ func (p *proc) publishBatch(t *testing.T, topic string, from, n, pad int) {
 
 // tryPublishBatch is publishBatch for a goroutine other than the test's.
 func (p *proc) tryPublishBatch(topic string, from, n, pad int) error {
-	var b strings.Builder
 	filler := strings.Repeat("x", pad)
-	for k := 0; k < n; k++ {
-		fmt.Fprintf(&b, "{\"i\":%d,\"pad\":%q}\n", from+k, filler)
+	events := make([]any, n)
+	for k := range events {
+		events[k] = json.RawMessage(fmt.Sprintf("{\"i\":%d,\"pad\":%q}", from+k, filler))
 	}
-	if _, err := p.client().Publish(context.Background(), "acme", topic, []byte(b.String()), client.PublishOptions{Batch: true}); err != nil {
+	if _, err := p.client().PublishBatch(context.Background(), "acme", topic, events, client.PublishOptions{}); err != nil {
 		return fmt.Errorf("publish batch: %w", err)
 	}
 	return nil

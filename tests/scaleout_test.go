@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/client"
 	"github.com/edgehub/edgehub/pgtest"
-	"github.com/edgehub/edgehub/sse"
 )
 
 // cluster starts n processes (dev mode, each with its own data directory)
@@ -271,16 +269,15 @@ func follow(t *testing.T, p *proc, topic string, after, last int64, each func(se
 	streams, pos := 0, after
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	var bad error
-	err := p.client().Watch(ctx, "acme", topic, client.WatchOptions{After: after, HasAfter: true, Reconnect: true}, func(f sse.Frame) error {
-		if f.Event == "hello" {
-			streams++
-			return nil
-		}
-		var e envelope
-		if f.Event != "message" || json.Unmarshal([]byte(f.Data), &e) != nil || e.Seq != pos+1 {
-			bad = fmt.Errorf("after %d: got %+v", pos, f)
-			return bad
+	for e, err := range p.client().Watch(ctx, "acme", topic, client.WatchOptions{After: &after,
+		OnHello: func(client.Hello) { streams++ },
+		OnGap:   func(g client.Gap) { t.Errorf("after %d: gap %+v", pos, g); cancel() },
+	}) {
+		switch {
+		case err != nil:
+			t.Fatalf("following %s stopped after %d: %v", topic, pos, err)
+		case e.Type != "message" || e.Seq != pos+1:
+			t.Fatalf("after %d: got %+v", pos, e)
 		}
 		pos = e.Seq
 		got[pos] = string(e.Data)
@@ -288,21 +285,11 @@ func follow(t *testing.T, p *proc, topic string, after, last int64, each func(se
 			each(pos)
 		}
 		if pos == last {
-			return errFollowed
+			break
 		}
-		return nil
-	})
-	switch {
-	case bad != nil:
-		t.Fatal(bad)
-	case !errors.Is(err, errFollowed):
-		t.Fatalf("following %s stopped after %d: %v", topic, pos, err)
 	}
 	return got, streams
 }
-
-// errFollowed ends follow's watch once it has its range.
-var errFollowed = errors.New("followed through the last event")
 
 // Listener connections cut again and again under load lose nothing: the
 // watcher of a process that only watches gets every event published on

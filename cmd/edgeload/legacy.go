@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/edgehub/edgehub/client"
 	"github.com/edgehub/edgehub/loopback"
-	"github.com/edgehub/edgehub/sse"
 )
 
 // legacyMain measures one running Edgehub at --server: publish throughput
@@ -109,6 +106,32 @@ func (l *load) client() *client.Client {
 	return &client.Client{Server: l.base, HTTP: l.http}
 }
 
+// watch is a watch that ends at its first reconnect, whose cause it then
+// returns: a measurement must not hide a stream that broke.
+func (l *load) watch(ctx context.Context, topic string, o client.WatchOptions, each func(client.Event) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var broke error
+	o.OnRetry = func(r client.Retry) { broke = r.Err; cancel() }
+	for e, err := range l.client().Watch(ctx, "bench", topic, o) {
+		if broke != nil {
+			return fmt.Errorf("stream of %s broke: %w", topic, broke)
+		}
+		if err != nil {
+			return err
+		}
+		if err := each(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ndjson is size copies of one event, for a batch.
+func ndjson(event string, size int) []any {
+	return slices.Repeat([]any{json.RawMessage(event)}, size)
+}
+
 // publish sends n single events from c concurrent publishers.
 func (l *load) publish(c, n int) error {
 	topic := l.topic(fmt.Sprintf("publish-%d", c))
@@ -145,12 +168,12 @@ func (l *load) publish(c, n int) error {
 // batch sends n NDJSON batches of size events each, one at a time.
 func (l *load) batch(n, size int) error {
 	topic := l.topic("batch")
-	body := bytes.Repeat([]byte(`{"n":1,"text":"an event of a batch"}`+"\n"), size)
+	events := ndjson(`{"n":1,"text":"an event of a batch"}`, size)
 	var lat []time.Duration
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		if _, err := l.client().Publish(context.Background(), "bench", topic, body, client.PublishOptions{Batch: true}); err != nil {
+		if _, err := l.client().PublishBatch(context.Background(), "bench", topic, events, client.PublishOptions{}); err != nil {
 			return err
 		}
 		lat = append(lat, time.Since(t0))
@@ -178,19 +201,18 @@ func (l *load) fanout(watchers, rate int, d time.Duration) error {
 		go func() {
 			defer done.Done()
 			got, first := 0, true
-			err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{}, func(f sse.Frame) error {
+			opened := func(client.Hello) {
 				if first {
 					first = false
 					ready.Done()
-					return nil
 				}
-				var e struct {
-					Data struct{ Sent int64 }
-				}
-				if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
+			}
+			err := l.watch(ctx, topic, client.WatchOptions{OnHello: opened}, func(e client.Event) error {
+				var d struct{ Sent int64 }
+				if err := json.Unmarshal(e.Data, &d); err != nil {
 					return err
 				}
-				lat[w] = append(lat[w], time.Duration(time.Now().UnixNano()-e.Data.Sent))
+				lat[w] = append(lat[w], time.Duration(time.Now().UnixNano()-d.Sent))
 				if got++; got == total {
 					return io.EOF
 				}
@@ -230,9 +252,9 @@ func (l *load) fanout(watchers, rate int, d time.Duration) error {
 func (l *load) catchup(n int) error {
 	topic := l.topic("catchup")
 	const size = 1000
-	body := bytes.Repeat([]byte(`{"n":1,"text":"an event to catch up on, about a hundred bytes of it in all...."}`+"\n"), size)
+	events := ndjson(`{"n":1,"text":"an event to catch up on, about a hundred bytes of it in all...."}`, size)
 	for i := 0; i < n; i += size {
-		if _, err := l.client().Publish(context.Background(), "bench", topic, body, client.PublishOptions{Batch: true}); err != nil {
+		if _, err := l.client().PublishBatch(context.Background(), "bench", topic, events, client.PublishOptions{}); err != nil {
 			return err
 		}
 	}
@@ -240,10 +262,8 @@ func (l *load) catchup(n int) error {
 	defer cancel()
 	got := 0
 	start := time.Now()
-	err := l.client().Watch(ctx, "bench", topic, client.WatchOptions{HasAfter: true}, func(f sse.Frame) error {
-		if f.Event == "hello" {
-			return nil
-		}
+	after := int64(0)
+	err := l.watch(ctx, topic, client.WatchOptions{After: &after}, func(client.Event) error {
 		if got++; got == n {
 			return io.EOF
 		}
@@ -271,13 +291,14 @@ func (l *load) memory(n int) error {
 		ready.Add(1)
 		go func() {
 			first := true
-			l.client().Watch(ctx, "bench", l.topic(fmt.Sprintf("idle-%d", i%100)), client.WatchOptions{}, func(sse.Frame) error { //nolint:errcheck // ended by cancel
+			opened := func(client.Hello) {
 				if first {
 					first = false
 					ready.Done()
 				}
-				return nil
-			})
+			}
+			l.watch(ctx, l.topic(fmt.Sprintf("idle-%d", i%100)), client.WatchOptions{OnHello: opened}, //nolint:errcheck // ended by cancel
+				func(client.Event) error { return nil })
 			if first {
 				ready.Done()
 			}
@@ -336,14 +357,12 @@ func (l *load) state(n int) error {
 		size = len(b)
 		t0 = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err = l.client().Watch(ctx, "bench", topic, client.WatchOptions{Snapshot: true}, func(f sse.Frame) error {
-			if f.Event == "snapshot" {
-				return io.EOF
-			}
-			return nil
-		})
+		snapshot := false
+		err = l.watch(ctx, topic, client.WatchOptions{Snapshot: true,
+			OnSnapshot: func(client.Snapshot) { snapshot = true; cancel() },
+		}, func(client.Event) error { return nil })
 		cancel()
-		if !errors.Is(err, io.EOF) {
+		if !snapshot {
 			return fmt.Errorf("snapshot stream: %w", err)
 		}
 		snaps = append(snaps, time.Since(t0))
@@ -386,10 +405,10 @@ func (l *load) retention(total, keep int) error {
 		return err
 	}
 	const size = 1000
-	body := bytes.Repeat([]byte(`{"n":1,"text":"an event that retention will remove, about a hundred bytes."}`+"\n"), size)
+	events := ndjson(`{"n":1,"text":"an event that retention will remove, about a hundred bytes."}`, size)
 	start := time.Now()
 	for i := 0; i < total; i += size {
-		if _, err := l.client().Publish(context.Background(), "bench", topic, body, client.PublishOptions{Batch: true}); err != nil {
+		if _, err := l.client().PublishBatch(context.Background(), "bench", topic, events, client.PublishOptions{}); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgehub/edgehub/client"
+)
+
+// adminConn is how the admin commands reach the hub: the same variable
+// as serve's admin key, so one shell (or one --config file) holds both.
+type adminConn struct {
+	Server   string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
+	AdminKey string `name:"admin-key" env:"EDGEHUB_ADMIN_KEY" placeholder:"KEY" help:"The admin API's bearer key (rather from EDGEHUB_ADMIN_KEY or --config: every local user can read a command line)."`
+}
+
+func (a *adminConn) client() *client.Client {
+	return &client.Client{Server: a.Server, AdminKey: a.AdminKey, Retries: cliRetries}
+}
+
+type tenantCmd struct {
+	Create tenantCreateCmd `cmd:"" help:"Create a tenant (or show it, if it exists) and print it with its secrets."`
+	Get    tenantGetCmd    `cmd:"" help:"Print a tenant with its secrets."`
+	Rotate tenantRotateCmd `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
+	Delete tenantDeleteCmd `cmd:"" help:"Delete a tenant with all its data and end its streams."`
+}
+
+// tenantArg is what every tenant command takes.
+type tenantArg struct {
+	adminConn
+	Tenant string `arg:"" help:"The tenant's name."`
+}
+
+type tenantCreateCmd struct{ tenantArg }
+
+func (c *tenantCreateCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	t, created, err := c.client().CreateTenant(ctx, c.Tenant)
+	if err != nil {
+		return err
+	}
+	if !created {
+		notice("tenant %s exists; its secrets are unchanged", c.Tenant)
+	}
+	return printJSON(t)
+}
+
+type tenantGetCmd struct{ tenantArg }
+
+func (c *tenantGetCmd) Run() error { return c.print((*client.Client).Tenant) }
+
+type tenantRotateCmd struct{ tenantArg }
+
+func (c *tenantRotateCmd) Run() error { return c.print((*client.Client).RotateTenant) }
+
+// print makes an admin call that answers the tenant, and prints it.
+func (a *tenantArg) print(call func(*client.Client, context.Context, string) (client.Tenant, error)) error {
+	ctx, stop := signalled()
+	defer stop()
+	t, err := call(a.client(), ctx, a.Tenant)
+	if err != nil {
+		return err
+	}
+	return printJSON(t)
+}
+
+type tenantDeleteCmd struct{ tenantArg }
+
+func (c *tenantDeleteCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	if err := c.client().DeleteTenant(ctx, c.Tenant); err != nil {
+		return err
+	}
+	notice("deleted tenant %s", c.Tenant)
+	return nil
+}
+
+type tokenCmd struct {
+	tenantArg
+	Publish   []string      `placeholder:"PATTERN" help:"Topics the token may publish to (* matches any run of characters); repeat or separate with commas."`
+	Subscribe []string      `placeholder:"PATTERN" help:"Topics the token may watch and read."`
+	TTL       time.Duration `name:"ttl" help:"How long the token lasts (0: the server's default, 1h)."`
+}
+
+// Validate refuses a token that would allow nothing, which is a slip.
+func (c *tokenCmd) Validate() error {
+	if len(c.Publish) == 0 && len(c.Subscribe) == 0 {
+		return errors.New("a token that allows nothing: give --publish or --subscribe")
+	}
+	return nil
+}
+
+func (c *tokenCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	token, err := c.client().MintToken(ctx, c.Tenant, client.TokenRequest{Publish: c.Publish, Subscribe: c.Subscribe, TTL: c.TTL})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Println(token)
+	return err
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edgehub/edgehub/server"
+)
+
+// serveCmd is server.Config, whose tags make most of serve's flags, plus
+// the two that main resolves itself.
+type serveCmd struct {
+	server.Config `embed:""`
+
+	AdminKeyFile string     `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
+	LogLevel     slog.Level `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
+	LogFormat    string     `default:"text" enum:"text,json" env:"EDGEHUB_LOG_FORMAT" help:"text (key=value) or json (one object a line)."`
+}
+
+// Validate refuses flag values that would make the server misbehave
+// rather than fail: a zero heartbeat would ping in a tight loop.
+func (s *serveCmd) Validate() error {
+	for name, d := range map[string]time.Duration{"--heartbeat": s.Heartbeat, "--retry": s.Retry,
+		"--write-timeout": s.WriteTimeout, "--idle-after": s.IdleAfter,
+		"--header-timeout": s.HeaderTimeout, "--idle-timeout": s.IdleTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, not %s", name, d)
+		}
+	}
+	switch {
+	case s.MaxBody <= 0:
+		return fmt.Errorf("--max-body must be positive, not %d", s.MaxBody)
+	case s.StreamBuffer <= 0:
+		return fmt.Errorf("--stream-buffer must be positive, not %d", s.StreamBuffer)
+	case s.MaxHeaderBytes <= 0:
+		return fmt.Errorf("--max-header-bytes must be positive, not %d", s.MaxHeaderBytes)
+	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0 ||
+		s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
+		return fmt.Errorf("limits must not be negative (0 turns a limit off)")
+	case s.AdminKey != "" && s.AdminKeyFile != "":
+		return fmt.Errorf("give the admin key once: --admin-key (or EDGEHUB_ADMIN_KEY) or --admin-key-file")
+	case s.RetentionEvents < 0:
+		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
+	case s.RetentionAge < 0:
+		return fmt.Errorf("--retention-age must not be negative (0 keeps events of any age)")
+	case s.MaxReadBytes < 0:
+		return fmt.Errorf("--max-read-bytes must not be negative (0 turns the bound off)")
+	case (s.TLSCert == "") != (s.TLSKey == ""):
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	return nil
+}
+
+// adminKey reads the admin key from --admin-key-file when given (one line;
+// surrounding white space is not part of it), else takes --admin-key, and
+// warns when the key came on the command line, which /proc shows to
+// every local user.
+func (s *serveCmd) adminKey(logger *slog.Logger) (string, error) {
+	if s.AdminKeyFile != "" {
+		b, err := os.ReadFile(s.AdminKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("read --admin-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", fmt.Errorf("--admin-key-file %s is empty", s.AdminKeyFile)
+		}
+		return key, nil
+	}
+	for _, a := range os.Args[1:] {
+		if a == "--admin-key" || strings.HasPrefix(a, "--admin-key=") {
+			logger.Warn("the admin key was given on the command line, where every local user can read it; use EDGEHUB_ADMIN_KEY or --admin-key-file")
+			break
+		}
+	}
+	return s.AdminKey, nil
+}
+
+func (s *serveCmd) Run() error {
+	opts := &slog.HandlerOptions{Level: s.LogLevel}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if s.LogFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	logger := slog.New(handler)
+	adminKey, err := s.adminKey(logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg := s.Config
+	cfg.AdminKey = adminKey
+	srv, err := server.New(ctx, cfg, logger, server.Hooks{})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		srv.Shutdown(context.Background()) //nolint:errcheck // already failing
+		return fmt.Errorf("listen on %s: %w", s.Addr, err)
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "dev", s.Dev, "data", s.Data, "tls", s.TLSCert != "")
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
