@@ -221,6 +221,9 @@ func (st *sseStream) run(ctx context.Context) error {
 		if ferr := st.flush(); ferr != nil {
 			return ferr
 		}
+		if lag, ok := sub.Lag(); ok {
+			st.s.deps.Metrics.DeliveryLag.Observe(lag.Seconds())
+		}
 		if err != nil {
 			return err
 		}

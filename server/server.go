@@ -210,6 +210,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Delay: cfg.CommitDelay, Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitEvents.Observe(float64(n))
+		m.EventsPublished.Add(float64(n))
 	}})
 	actorLogger := logger.With("component", "actors")
 	s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
@@ -226,7 +227,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick),
 		Manager: actors.Options{
 			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
-			OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
+			OnCount:     func(n int) { m.HubsActive.Set(float64(n)) },
+			OnPassivate: m.HubsPassivated.Inc,
 		},
 		Hooks: hooks.Hub,
 	})
