@@ -996,12 +996,15 @@ func TestLagCountsOnlyEventsPushedAsCommitted(t *testing.T) {
 				}
 			}
 			h.publish(`"after"`)
-			recv(t, sub.Ready(), "the pushed event")
-			if _, err := sub.Next(context.Background(), enc, nil, 1<<20); err != nil {
-				t.Fatal(err)
-			}
-			if lag, ok := sub.Lag(); enc.events != old+1 || !ok || lag < 0 {
-				t.Fatalf("after the pushed event: %d events, lag %v %v; want %d events and a lag", enc.events, lag, ok, old+1)
+			for enc.events == old { // a signal from before may come first
+				recv(t, sub.Ready(), "the pushed event")
+				if _, err := sub.Next(context.Background(), enc, nil, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+				lag, ok := sub.Lag()
+				if ok != (enc.events > old) || lag < 0 {
+					t.Fatalf("%d events handed out of %d, and a lag of %v %v: want one for the pushed event, and only for it", enc.events, old+1, lag, ok)
+				}
 			}
 		})
 	}
