@@ -149,7 +149,7 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 		writeError(w, refusal.New(refusal.Internal, "the token could not be signed"))
 		return
 	}
-	s.adminAction(r, "token minted", name, slog.Duration("ttl", ttl),
+	s.adminAction(r, "token minted", name, slog.String("ttl", ttl.String()),
 		slog.Any("publish", req.Publish), slog.Any("subscribe", req.Subscribe))
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, map[string]string{"token": tok})
