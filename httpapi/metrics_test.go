@@ -13,29 +13,38 @@ import (
 	"github.com/edgehub/edgehub/server"
 )
 
-// A publish whose client left before its commit was answered is counted
-// all the same once the commit is done: by result and size, and its
-// events as appended.
-func TestALeftPublisherIsCounted(t *testing.T) {
+// leftPublisher starts a server (its data in a directory of the test's,
+// its config tweaked by tweak) and publishes body (as contentType, unless
+// empty) to t/x with a client that leaves while another writer holds the
+// database, so that the commit waits. It returns once the handler has
+// seen its client leave, with the server's URL and release, which lets
+// the commit go.
+func leftPublisher(t *testing.T, tweak func(*server.Config), contentType, body string) (base string, release func()) {
+	t.Helper()
 	awaiting, left := make(chan struct{}, 1), make(chan struct{}, 1)
 	dir := t.TempDir()
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{
+	base = startServer(t, server.Hooks{HTTP: httpapi.Hooks{
 		AwaitingCommit: func(string, string) { signal(awaiting) },
 		PublisherLeft:  func(string, string) { signal(left) },
-	}}, func(c *server.Config) { c.Data = dir })
+	}}, func(c *server.Config) {
+		c.Data = dir
+		tweak(c)
+	})
 	// Another writer holds the database, so the commit waits.
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "edgehub.db")+"?_txlock=immediate&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	lock, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tenants/t/topics/x/notify", strings.NewReader("1\n2\n"))
-	req.Header.Set("Content-Type", "application/x-ndjson")
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tenants/t/topics/x/notify", strings.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	go func() {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -44,9 +53,20 @@ func TestALeftPublisherIsCounted(t *testing.T) {
 	waitFor(t, awaiting, "the publish to reach its hub")
 	cancel()
 	waitFor(t, left, "the handler to see its client leave")
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
+	return base, func() {
+		t.Helper()
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
 	}
+}
+
+// A publish whose client left before its commit was answered is counted
+// all the same once the commit is done: by result and size, and its
+// events as appended.
+func TestALeftPublisherIsCounted(t *testing.T) {
+	base, release := leftPublisher(t, func(*server.Config) {}, "application/x-ndjson", "1\n2\n")
+	release()
 	want := []string{
 		`edgehub_publishes_total{result="appended"} 1`,
 		"edgehub_publish_batch_events_sum 2",
