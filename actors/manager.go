@@ -51,6 +51,9 @@ type Options struct {
 	// OnCount, when set, is told the number of live keyed actors whenever
 	// it changes.
 	OnCount func(n int)
+	// OnPassivate, when set, is told each time the manager stops an actor
+	// because it reported idle (not when a Retire or a failure stops one).
+	OnPassivate func()
 }
 
 // Manager routes messages to keyed actors.
@@ -197,6 +200,9 @@ func (m *manager) Receive(ctx actor.Context) {
 		}
 		m.remove(c)
 		ctx.Poison(c.pid)
+		if m.opts.OnPassivate != nil {
+			m.opts.OnPassivate()
+		}
 	case *actor.Terminated:
 		if c := m.byID[msg.Who.Id]; c != nil && m.children[c.key] == c {
 			m.remove(c)

@@ -39,8 +39,9 @@ type CommitterOptions struct {
 	// MaxEvents caps one transaction, so a flood of batches cannot make a
 	// single commit unbounded; a larger single request still goes alone.
 	MaxEvents int
-	// Observe, when set, is told each commit's duration and event count.
-	Observe func(d time.Duration, events int)
+	// Observe, when set, is told each commit's duration and the events it
+	// appended (a duplicate or a refused request appends none).
+	Observe func(d time.Duration, appended int)
 	// Delay is the longest a commit waits for its siblings: when fewer
 	// requests are queued than the last commit held, their publishers are
 	// likely on their way back with the next ones (each waited for its
@@ -183,15 +184,17 @@ func (c *Committer) take() (batch []queued, rest, closed bool) {
 
 func (c *Committer) commit(batch []queued) {
 	reqs := make([]*Publish, len(batch))
-	events := 0
 	for i, s := range batch {
 		reqs[i] = s.req
-		events += len(s.req.Events)
 	}
 	start := time.Now()
 	results, err := c.log.CommitBatch(context.Background(), reqs)
 	if c.observe != nil && err == nil {
-		c.observe(time.Since(start), events)
+		took, appended := time.Since(start), 0
+		for i := range results {
+			appended += len(results[i].Events)
+		}
+		c.observe(took, appended)
 	}
 	for i, s := range batch {
 		if err != nil {

@@ -66,7 +66,8 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 	}}, nil
 }
 
-// migrate applies the embedded migrations under dir of files.
+// migrate applies the embedded migrations under dir of files, and logs
+// the schema's version and the migrations this start applied.
 func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger, dialect goose.Dialect, files fs.FS, dir string, opts ...goose.ProviderOption) error {
 	migrations, err := fs.Sub(files, dir)
 	if err != nil {
@@ -77,9 +78,19 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger, dialect goose
 	if err != nil {
 		return fmt.Errorf("prepare migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
+	results, err := p.Up(ctx)
+	if err != nil {
 		return fmt.Errorf("migrate backlog: %w", err)
 	}
+	version, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read the backlog's schema version: %w", err)
+	}
+	applied := make([]string, len(results))
+	for i, r := range results {
+		applied[i] = filepath.Base(r.Source.Path)
+	}
+	logger.Info("backlog migrated", "version", version, "applied", applied)
 	return nil
 }
 

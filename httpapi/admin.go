@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -52,8 +53,17 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request, name string) 
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		s.adminAction(r, "tenant created", name)
 	}
 	writeSecrets(w, status, t)
+}
+
+// adminAction logs, at info, an admin call that changed something, with
+// the tenant and the client's address and whatever attrs say of it:
+// never a secret or a token, which the answer alone carries.
+func (s *Server) adminAction(r *http.Request, what, tenant string, attrs ...slog.Attr) {
+	s.deps.Logger.LogAttrs(r.Context(), slog.LevelInfo, what,
+		append([]slog.Attr{slog.String("tenant", tenant), slog.String("client", r.RemoteAddr)}, attrs...)...)
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, name string) {
@@ -71,6 +81,7 @@ func (s *Server) rotateTenant(w http.ResponseWriter, r *http.Request, name strin
 		return
 	}
 	s.deps.Hubs.EndTenant(name)
+	s.adminAction(r, "tenant rotated", name)
 	writeSecrets(w, http.StatusOK, t)
 }
 
@@ -138,6 +149,8 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request, name string) 
 		writeError(w, refusal.New(refusal.Internal, "the token could not be signed"))
 		return
 	}
+	s.adminAction(r, "token minted", name, slog.String("ttl", ttl.String()),
+		slog.Any("publish", req.Publish), slog.Any("subscribe", req.Subscribe))
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, map[string]string{"token": tok})
 }
@@ -155,5 +168,6 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request, name strin
 		return
 	}
 	s.deps.Hubs.EndTenant(name)
+	s.adminAction(r, "tenant deleted", name)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -31,17 +32,18 @@ func token(r *http.Request) string {
 
 // stillThere checks, outside dev mode, that the tenant authorized at the
 // start of the request was neither deleted nor rotated while the request
-// was being served (its generation would differ).
-func (s *Server) stillThere(r *http.Request, authorized auth.Tenant) *refusal.Error {
+// was being served (its generation would differ); topic is the
+// request's, for the log.
+func (s *Server) stillThere(r *http.Request, authorized auth.Tenant, topic string) *refusal.Error {
 	if s.cfg.Dev {
 		return nil
 	}
-	t, aerr := s.tenant(r, authorized.Name)
+	t, aerr := s.tenant(r, authorized.Name, topic, "token")
 	if aerr != nil {
 		return aerr
 	}
 	if t.Generation != authorized.Generation {
-		return unauthorized()
+		return s.refuseCredentials(r, authorized.Name, topic, "token", errRevoked)
 	}
 	return nil
 }
@@ -61,13 +63,16 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 	if s.cfg.Dev {
 		return auth.Tenant{Name: tenant}, nil
 	}
-	t, aerr := s.tenant(r, tenant)
+	raw, via := token(r), "token"
+	if raw == "" {
+		via = "none"
+	}
+	t, aerr := s.tenant(r, tenant, topic, via)
 	if aerr != nil {
 		return t, aerr
 	}
-	raw := token(r)
 	if raw == "" {
-		return t, unauthorized()
+		return t, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
@@ -77,7 +82,10 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 		}
 		return s.deps.Tenants.Tenant(ctx, name)
 	}
-	return t, fromAuth(auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL))
+	if err := auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL); err != nil {
+		return t, s.refuseCredentials(r, tenant, topic, "token", err)
+	}
+	return t, nil
 }
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
@@ -89,25 +97,51 @@ func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBod
 		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
 		return t, nil, false, aerr
 	}
-	if t, aerr = s.tenant(r, tenant); aerr != nil {
+	if t, aerr = s.tenant(r, tenant, topic, "webhook"); aerr != nil {
 		return t, nil, false, aerr
 	}
 	if body, aerr = readBody(); aerr != nil {
 		return t, nil, false, aerr
 	}
-	return t, body, true, fromAuth(auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()))
+	if err := auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()); err != nil {
+		return t, body, true, s.refuseCredentials(r, tenant, topic, "webhook", err)
+	}
+	return t, body, true, nil
 }
 
-func (s *Server) tenant(r *http.Request, name string) (auth.Tenant, *refusal.Error) {
+// tenant reads the tenant whose credentials a request on topic presents
+// (via says how); one that does not exist has no secret to check them
+// against, and is refused as bad credentials are.
+func (s *Server) tenant(r *http.Request, name, topic, via string) (auth.Tenant, *refusal.Error) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):
-		return t, unauthorized()
+		return t, s.refuseCredentials(r, name, topic, via, err)
 	case err != nil:
 		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
 		return t, refusal.New(refusal.Unavailable, "the tenant could not be read")
 	}
 	return t, nil
+}
+
+// errNoCredentials is the reason logged for a request that presented none.
+var errNoCredentials = errors.New("no token and no webhook signature")
+
+// errRevoked is the reason logged for a request whose tenant was rotated
+// or deleted while it was served.
+var errRevoked = errors.New("the tenant was rotated or deleted while the request was served")
+
+// refuseCredentials logs, at warn, why the credentials that a request on
+// tenant/topic presented (via a token, a webhook signature, or none) were
+// refused: a security event. The reason is the auth package's or the
+// store's error, which never holds a credential. It returns the refusal
+// the client gets, which does not say why: one 401 whatever was wrong,
+// or 403 for good credentials that do not cover the request.
+func (s *Server) refuseCredentials(r *http.Request, tenant, topic, via string, err error) *refusal.Error {
+	s.deps.Logger.LogAttrs(r.Context(), slog.LevelWarn, "credentials refused",
+		slog.String("via", via), slog.String("tenant", tenant), slog.String("topic", topic),
+		slog.String("reason", err.Error()), slog.String("client", r.RemoteAddr))
+	return fromAuth(err)
 }
 
 func fromAuth(err error) *refusal.Error {

@@ -113,7 +113,9 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		held := release
 		release = func() {}
 		go func() {
-			pub.Wait(context.Background()) //nolint:errcheck // only its end matters here
+			if res, err := pub.Wait(context.Background()); err == nil {
+				s.countPublish(res)
+			}
 			held()
 		}()
 		if s.hooks.PublisherLeft != nil {
@@ -138,16 +140,27 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, refusal.New(refusal.Internal, "%v", err))
 		return
 	}
+	s.countPublish(res)
 	status := http.StatusCreated
 	if res.Duplicate {
 		status = http.StatusOK
-		s.deps.Metrics.Duplicates.Inc()
-	} else {
-		s.deps.Metrics.EventsPublished.Add(float64(res.Last - res.First + 1))
 	}
 	if res.Batch {
 		writeJSON(w, status, batchAnswer{First: res.First, Last: res.Last, Count: res.Last - res.First + 1, Duplicate: res.Duplicate})
 		return
 	}
 	writeJSON(w, status, singleAnswer{Seq: res.First, Duplicate: res.Duplicate})
+}
+
+// countPublish counts a publish that got its result, by outcome and by
+// its events (1, or the batch's); the events themselves are counted as
+// their commit appends them.
+func (s *Server) countPublish(res backlog.Result) {
+	m := s.deps.Metrics
+	if res.Duplicate {
+		m.Duplicates.Inc()
+	} else {
+		m.Appended.Inc()
+	}
+	m.PublishBatch.Observe(float64(res.Last - res.First + 1))
 }

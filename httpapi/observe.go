@@ -85,9 +85,9 @@ func named(route string, h httprouter.Handle) httprouter.Handle {
 }
 
 // observe counts every request by route and status, and its refusals by
-// code, and logs it with --access-log; refused credentials are logged at
-// warn, as security events, either way. The log line has the path but
-// never the query string (which may carry access_token) nor any header.
+// code, and logs it with --access-log; security events (securityEvent)
+// are logged at warn either way. The log line has the path but never the
+// query string (which may carry access_token) nor any header.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := &observed{ResponseWriter: w, route: "unmatched"}
@@ -105,7 +105,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			m.Refusals.WithLabelValues(string(o.code)).Inc()
 		}
 		level := slog.LevelInfo
-		if o.status == http.StatusUnauthorized || o.status == http.StatusForbidden {
+		if securityEvent(o) {
 			level = slog.LevelWarn
 		}
 		if !s.cfg.AccessLog && level < slog.LevelWarn {
@@ -116,4 +116,19 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			slog.Int("status", o.status), slog.String("code", string(o.code)), slog.Int64("bytes", o.bytes),
 			slog.Duration("took", took), slog.String("client", r.RemoteAddr))
 	})
+}
+
+// securityEvent says whether an answer reads as someone trying what they
+// may not: refused credentials (401, 403, the admin API's included), or an
+// idempotency key reused for another request or set beside a webhook's id
+// (a signed webhook replayed on another topic, or with another body or
+// key, reads so).
+func securityEvent(o *observed) bool {
+	switch {
+	case o.status == http.StatusUnauthorized || o.status == http.StatusForbidden:
+		return true
+	case o.code == refusal.IdempotencyKeyReused || o.code == refusal.InvalidIdempotencyKey:
+		return true
+	}
+	return false
 }

@@ -1,13 +1,10 @@
 package httpapi_test
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -403,39 +400,12 @@ func bodyHooks(beforeBody func(tenant, topic string)) httpapi.Hooks {
 // budget until the commit answers: clients that upload and hang up cannot
 // get around --max-publish-bytes.
 func TestPublishBodyStaysCountedUntilItsCommitAnswers(t *testing.T) {
-	awaiting, left := make(chan struct{}, 1), make(chan struct{}, 1)
-	dir := t.TempDir()
-	base := startServer(t, server.Hooks{HTTP: httpapi.Hooks{
-		AwaitingCommit: func(string, string) { signal(awaiting) },
-		PublisherLeft:  func(string, string) { signal(left) },
-	}}, func(c *server.Config) { c.Data, c.MaxPublishBytes = dir, int64(len(`{"left":1}`)) })
-	// Another writer holds the database, so the commit waits.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "edgehub.db")+"?_txlock=immediate&_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/tenants/t/topics/x/notify", strings.NewReader(`{"left":1}`))
-	go func() {
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	waitFor(t, awaiting, "the publish to reach its hub")
-	cancel()
-	waitFor(t, left, "the handler to see its client leave")
+	base, release := leftPublisher(t, func(c *server.Config) { c.MaxPublishBytes = int64(len(`{"left":1}`)) }, "", `{"left":1}`)
 	status, b := do(t, base, call{method: "POST", path: "/v1/tenants/t/topics/y/notify", body: `{"b":2}`})
 	if status != 429 || errorCode(t, b) != "overloaded" {
 		t.Fatalf("a publish while the left one waits for its commit: %d %s", status, b)
 	}
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 }
 
 func signal(c chan struct{}) {

@@ -101,7 +101,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	// A tenant deleted or rotated between the credential check and the
 	// registration has had its hubs stopped already; this stream may sit
 	// on a new one. Both change the row first, so looking again catches it.
-	if aerr := s.stillThere(r, ten); aerr != nil {
+	if aerr := s.stillThere(r, ten, topic); aerr != nil {
 		sub.Close()
 		writeError(w, aerr)
 		return nil
@@ -220,6 +220,9 @@ func (st *sseStream) run(ctx context.Context) error {
 		st.buf, err = sub.Next(ctx, st, st.buf, flushBytes)
 		if ferr := st.flush(); ferr != nil {
 			return ferr
+		}
+		if lag, ok := sub.Lag(); ok {
+			st.s.deps.Metrics.DeliveryLag.Observe(lag.Seconds())
 		}
 		if err != nil {
 			return err

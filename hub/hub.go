@@ -68,6 +68,7 @@ type (
 	liveReply struct {
 		live  bool
 		until int64 // see joined.until
+		head  int64 // the hub's head when it took the stream live
 	}
 	// unwatch removes a stream whose client has gone.
 	unwatch struct{ stream *stream }
@@ -167,10 +168,10 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.route(ctx, msg.Msg)
 	case *goLive:
 		live, until := h.goLive(msg.stream, msg.position)
-		msg.reply <- liveReply{live: live, until: until}
+		msg.reply <- liveReply{live: live, until: until, head: h.head}
 	case *unwatch:
-		delete(h.live, msg.stream)
-		delete(h.catchingUp, msg.stream)
+		h.live.remove(msg.stream)
+		h.catchingUp.remove(msg.stream)
 	case *committed:
 		// The publishers are answered first: both the answer and the push
 		// follow the commit, and no publisher waits for the fan-out.
@@ -210,9 +211,9 @@ func (h *hub) route(ctx actor.Context, msg any) {
 	switch msg := msg.(type) {
 	case *publish:
 		h.inflight++
-		self, root, reply := ctx.Self(), h.opts.root, msg.reply
+		self, opts, reply := ctx.Self(), h.opts, msg.reply
 		h.opts.Committer.Commit(msg.req, func(r backlog.Result, err error) {
-			root.Send(self, &committed{result: r, err: err, items: encode(r.Events), reply: reply})
+			opts.root.Send(self, &committed{result: r, err: err, items: opts.encode(r.Events), reply: reply})
 		})
 	case *watch:
 		position := msg.position
@@ -254,7 +255,7 @@ func (h *hub) goLive(s *stream, position int64) (live bool, until int64) {
 	}
 	switch {
 	case h.catchingUp.has(s):
-		delete(h.catchingUp, s)
+		h.catchingUp.remove(s)
 		h.live.add(s)
 	case !h.live.has(s):
 		return false, 0 // no longer registered: ended, or its client left
@@ -335,7 +336,7 @@ func (h *hub) applyAhead() {
 
 // demote sends a live stream back to catching up at what it was given.
 func (h *hub) demote(s *stream) {
-	delete(h.live, s)
+	h.live.remove(s)
 	h.catchingUp.add(s)
 	h.opts.Metrics.Demotions.Inc()
 }
@@ -346,7 +347,7 @@ func (h *hub) demote(s *stream) {
 func (h *hub) apply(items []*item) {
 	h.head = items[len(items)-1].Event.Seq
 	h.recent.add(items)
-	for s := range h.live {
+	for s := range h.live.m {
 		if !s.offer(items) {
 			h.demote(s)
 		}
@@ -354,7 +355,7 @@ func (h *hub) apply(items []*item) {
 }
 
 func (h *hub) demoteAll() {
-	for s := range h.live {
+	for s := range h.live.m {
 		s.demote()
 		h.demote(s)
 	}
@@ -363,10 +364,10 @@ func (h *hub) demoteAll() {
 // endAll ends every stream; their clients reconnect with Last-Event-ID.
 func (h *hub) endAll() {
 	for _, set := range []streamSet{h.live, h.catchingUp} {
-		for s := range set {
+		for s := range set.m {
 			s.end()
 		}
-		clear(set)
+		set.clear()
 	}
 }
 
@@ -387,11 +388,11 @@ func (h *hub) tick(ctx actor.Context) {
 	if h.opts.RetentionAge > 0 {
 		h.recent.expire(time.Now().Add(-h.opts.RetentionAge + ageMargin))
 	}
-	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && len(h.live) > 0 && h.inflight == 0 {
+	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && h.live.len() > 0 && h.inflight == 0 {
 		h.readHead(ctx, true)
 	}
 	h.fetch(ctx) // again, if the last read failed
-	busy := h.loading || h.fetching || len(h.live)+len(h.catchingUp) > 0 || h.inflight > 0 || len(h.waiting) > 0 || len(h.ahead) > 0
+	busy := h.loading || h.fetching || h.live.len()+h.catchingUp.len() > 0 || h.inflight > 0 || len(h.waiting) > 0 || len(h.ahead) > 0
 	if h.idle.Tick(busy, h.opts.IdleTicks) {
 		if h.opts.Hooks.BeforeIdle != nil {
 			h.opts.Hooks.BeforeIdle(h.key())
@@ -470,7 +471,7 @@ func (h *hub) fetch(ctx actor.Context) {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		page, err := opts.Log.Read(c, tenant, topic, after, opts.PageSize, fetchBytes)
-		opts.root.Send(self, &fetched{page: page, items: encode(page.Events), err: err, hints: hints})
+		opts.root.Send(self, &fetched{page: page, items: opts.encode(page.Events), err: err, hints: hints})
 	}()
 }
 
@@ -525,13 +526,21 @@ func refuse(msg any, err error) {
 	}
 }
 
-// encode builds each event's envelope once, in the committer's goroutine,
-// so that fan-out to many streams shares the bytes and the hub does no
-// encoding in Receive.
-func encode(events []event.Event) []*item {
+// encode builds each event's envelope once, in the committer's goroutine
+// (or the goroutine that read another process's commit), so that fan-out
+// to many streams shares the bytes and the hub does no encoding in
+// Receive; it stamps them with the moment the process learned they were
+// durable, which is now.
+func (o *Options) encode(events []event.Event) []*item {
 	items := make([]*item, len(events))
+	learned := o.clock()
 	for i := range events {
-		items[i] = &item{Event: events[i], Envelope: events[i].AppendEnvelope(nil)}
+		items[i] = &item{Event: events[i], Envelope: events[i].AppendEnvelope(nil), learned: learned}
 	}
 	return items
 }
+
+// clock is the time since the router started, in nanoseconds: what an
+// item's learned holds (an int64 where a time.Time would take three
+// words) and Subscription.Lag compares it with.
+func (o *Options) clock() int64 { return int64(time.Since(o.started)) }

@@ -44,6 +44,8 @@ type harness struct {
 	readsMu sync.Mutex
 	reads   []pageRead
 	count   atomic.Int64
+	// passivated counts the hubs the manager stopped as idle.
+	passivated atomic.Int64
 }
 
 // readHook runs the harness's onRead inside each page read.
@@ -125,7 +127,8 @@ func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget, tune 
 					(*f)()
 				}
 			},
-			OnCount: func(n int) { h.count.Store(int64(n)) },
+			OnCount:     func(n int) { h.count.Store(int64(n)) },
+			OnPassivate: func() { h.passivated.Add(1) },
 		},
 		Hooks: Hooks{BeforeIdle: func(string) {
 			if f := h.beforeIdle.Load(); f != nil {
@@ -301,6 +304,9 @@ func TestIdleHubIsPassivatedAndRestartsAtHead(t *testing.T) {
 	}
 	if seq := h.publish(`3`); seq != 3 {
 		t.Fatalf("after restart publish got seq %d, want 3", seq)
+	}
+	if n := h.passivated.Load(); n != 1 {
+		t.Fatalf("%d passivations counted, want 1", n)
 	}
 }
 
@@ -866,5 +872,140 @@ func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
 			t.Fatal("the read budget never got back what the stopped hub's read took")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// streams reads the gauges of streams live and catching up, across hubs.
+func (h *harness) streams() (live, catchingUp float64) {
+	h.t.Helper()
+	families, err := h.hubs.opts.Metrics.Registry.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "edgehub_streams" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			switch m.GetLabel()[0].GetValue() {
+			case "live":
+				live = m.GetGauge().GetValue()
+			case "catching_up":
+				catchingUp = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return live, catchingUp
+}
+
+// expectStreams checks the gauges of streams live and catching up.
+func (h *harness) expectStreams(what string, live, catchingUp float64) {
+	h.t.Helper()
+	if l, c := h.streams(); l != live || c != catchingUp {
+		h.t.Fatalf("%s: %v live and %v catching up, want %v and %v", what, l, c, live, catchingUp)
+	}
+}
+
+// The gauges of streams live and catching up follow the hub's sets: a
+// stream that joins at the head is live, one behind catches up, a full
+// stream is demoted to catching up and goes live again at the head; an
+// unwatch takes a stream out, and a hub that ends its streams (its tenant
+// ended; that is no passivation) takes both gauges back to 0.
+func TestStreamGaugesFollowTheSets(t *testing.T) {
+	h := newHarness(t)
+	slow, fast := newStream(64), newStream(1<<20)
+	js := recv(t, h.sendWatch(slow), "watch slow")
+	jf := recv(t, h.sendWatch(fast), "watch fast")
+	h.expectStreams("two streams at the head", 2, 0)
+	for i := 0; i < 20; i++ {
+		h.publish(`"0123456789012345678901234567890123456789"`)
+	}
+	// The demotion came in the hub's turn of a commit, before its turn of
+	// this refused request.
+	if recv(t, h.sendGoLive(js, slow, 1), "go live behind").live {
+		t.Fatal("hub took a stream live behind its head")
+	}
+	h.expectStreams("the slow stream demoted", 1, 1)
+	if !recv(t, h.sendGoLive(js, slow, 20), "go live at the head").live {
+		t.Fatal("hub refused a stream at its head")
+	}
+	h.expectStreams("the slow stream live again", 2, 0)
+	behind := newStream(1 << 20)
+	reply := make(chan joined, 1)
+	h.hubs.manager.Send(Key("t", "x"), &watch{stream: behind, position: 3, reply: reply})
+	if j := recv(t, reply, "watch behind"); j.live {
+		t.Fatal("a stream behind the head joined live")
+	}
+	h.expectStreams("a stream behind", 2, 1)
+	h.sys.Root.Send(jf.hub, &unwatch{stream: fast})
+	h.sys.Root.Send(jf.hub, &unwatch{stream: behind})
+	// The hub handles its messages from one sender in order.
+	recv(t, h.sendGoLive(js, slow, 20), "go live again")
+	h.expectStreams("two streams gone", 1, 0)
+	h.hubs.EndTenant("t")
+	for deadline := time.Now().Add(wait); ; {
+		if l, c := h.streams(); l == 0 && c == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.expectStreams("the hub ended its streams", 0, 0)
+		}
+		time.Sleep(time.Millisecond) // polling the gauges the hub sets as it stops
+	}
+	if n := h.passivated.Load(); n != 0 {
+		t.Fatalf("a tenant's end counted as %d passivations", n)
+	}
+}
+
+// Lag reports the events the hub pushed to a live stream as they were
+// committed, and not those it gave the stream from its recent commits as
+// the stream went live (at once, or after reading the backlog while more
+// was committed), nor those the stream read from the backlog.
+func TestLagCountsOnlyEventsPushedAsCommitted(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		recent, during int
+	}{
+		{"given from the recent commits", 1024, 0},
+		{"read from the backlog", -1, 0},
+		{"given from the recent commits after the backlog", 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, tc.recent, nil)
+			for i := 0; i < 3; i++ {
+				h.publish(`"before"`)
+			}
+			sub, err := h.hubs.Watch(context.Background(), "t", "x", From{After: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			for i := 0; i < tc.during; i++ {
+				h.publish(`"while it catches up"`)
+			}
+			enc := &discard{}
+			old := 3 + tc.during
+			for enc.events < old || !sub.live {
+				recv(t, sub.Ready(), "something to hand out")
+				before := enc.events
+				if _, err := sub.Next(context.Background(), enc, nil, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := sub.Lag(); ok {
+					t.Fatalf("a lag was reported for events %d..%d, committed before the stream went live", before+1, enc.events)
+				}
+			}
+			h.publish(`"after"`)
+			for enc.events == old { // a signal from before may come first
+				recv(t, sub.Ready(), "the pushed event")
+				if _, err := sub.Next(context.Background(), enc, nil, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+				lag, ok := sub.Lag()
+				if ok != (enc.events > old) || lag < 0 {
+					t.Fatalf("%d events handed out of %d, and a lag of %v %v: want one for the pushed event, and only for it", enc.events, old+1, lag, ok)
+				}
+			}
+		})
 	}
 }

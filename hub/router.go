@@ -61,8 +61,9 @@ type Options struct {
 	// Hooks are for tests; zero in production.
 	Hooks Hooks
 
-	root   *actor.RootContext // set by NewRouter
-	faults faultHooks         // injected bugs; empty unless built with -tags faults
+	root    *actor.RootContext // set by NewRouter
+	started time.Time          // when NewRouter ran: the start of clock
+	faults  faultHooks         // injected bugs; empty unless built with -tags faults
 }
 
 // Hooks let tests hold a hub or a subscription inside a race window. Nil
@@ -101,6 +102,7 @@ func parseKey(key string) (tenant, topic string) {
 func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 	o := opts
 	o.root = system.Root
+	o.started = time.Now()
 	o.faults = injectedFaults()
 	if o.PageSize <= 0 {
 		o.PageSize = 1000
@@ -123,7 +125,7 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &hub{tenant: tenant, topic: topic, opts: &o, live: streamSet{}, catchingUp: streamSet{},
+			return &hub{tenant: tenant, topic: topic, opts: &o, live: newStreamSet(o.Metrics.StreamsLive), catchingUp: newStreamSet(o.Metrics.StreamsCatchingUp),
 				recent: recent{limit: o.RecentEvents, budget: o.RecentBudget}}
 		})
 	}, o.Manager)
@@ -221,7 +223,7 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 		sub.hold.Release()
 		return nil, j.err
 	}
-	sub.hub, sub.head, sub.position, sub.live, sub.until = j.hub, j.head, j.position, j.live, j.until
+	sub.hub, sub.head, sub.position, sub.live, sub.until, sub.freshAfter = j.hub, j.head, j.position, j.live, j.until, j.head
 	if sub.snapshot != nil {
 		// The hub's head may trail the snapshot's read: the commit notice
 		// can be on its way. Hello never reports a head below it.

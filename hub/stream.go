@@ -3,6 +3,8 @@ package hub
 import (
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgehub/edgehub/event"
 )
 
@@ -11,6 +13,9 @@ import (
 type item struct {
 	Event    event.Event // the event as committed
 	Envelope []byte      // its JSON envelope, shared by every stream; read-only
+	// learned is when the process learned that the event was durable, on
+	// the router's clock (Options.clock).
+	learned int64
 }
 
 // stream is the link between the hub and one subscription. The hub pushes
@@ -136,16 +141,43 @@ func (s *stream) signal() {
 
 // streamSet is one of the hub's named sets of streams, as etcd's watcher
 // groups are: a stream is in exactly one of them while it is registered.
-type streamSet map[*stream]struct{}
+// Its gauge counts the streams in every hub's set of this kind; add,
+// remove and clear are the only ways to change the set, and move the
+// gauge with it, so a scrape sees the sets' sizes as of the hubs' last
+// turns.
+type streamSet struct {
+	m     map[*stream]struct{}
+	gauge prometheus.Gauge // shared by the sets of this kind of every hub
+}
+
+func newStreamSet(gauge prometheus.Gauge) streamSet {
+	return streamSet{m: map[*stream]struct{}{}, gauge: gauge}
+}
 
 func (set streamSet) add(s *stream) {
-	if _, ok := set[s]; ok {
+	if _, ok := set.m[s]; ok {
 		panic("hub: stream added to a set twice")
 	}
-	set[s] = struct{}{}
+	set.m[s] = struct{}{}
+	set.gauge.Inc()
+}
+
+// remove takes s out of the set, if it is there.
+func (set streamSet) remove(s *stream) {
+	if _, ok := set.m[s]; ok {
+		delete(set.m, s)
+		set.gauge.Dec()
+	}
+}
+
+func (set streamSet) clear() {
+	set.gauge.Sub(float64(len(set.m)))
+	clear(set.m)
 }
 
 func (set streamSet) has(s *stream) bool {
-	_, ok := set[s]
+	_, ok := set.m[s]
 	return ok
 }
+
+func (set streamSet) len() int { return len(set.m) }

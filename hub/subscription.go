@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -72,6 +73,14 @@ type Subscription struct {
 	// demoted and ended are what the hub said with them.
 	items          []*item
 	demoted, ended bool
+	// freshAfter is the hub's head when it took the stream live: the
+	// events after it were pushed as they were committed, those up to it
+	// given from the hub's recent commits. pushed says that the last Next
+	// handed out one of the former, and learned is the oldest one's
+	// (item.learned): what Lag reports.
+	freshAfter int64
+	pushed     bool
+	learned    int64
 	// hold is the read budget's bytes of the snapshot or page being written.
 	hold *limits.Hold
 }
@@ -112,6 +121,7 @@ func (s *Subscription) OnReady(wake func()) {
 // written even with an error, which is ErrEnded once the hub has ended
 // the stream, or ctx.Err().
 func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	s.pushed = false
 	if len(s.page) == 0 {
 		s.hold.Release()
 		s.snapshot = nil
@@ -134,6 +144,9 @@ func (s *Subscription) handLive(enc Encoder, b []byte, limit int) ([]byte, error
 	for {
 		for len(s.items) > 0 && len(b) < limit {
 			it := s.items[0]
+			if !s.pushed && it.Event.Seq > s.freshAfter {
+				s.pushed, s.learned = true, it.learned
+			}
 			b = enc.AppendEvent(b, &it.Event, it.Envelope)
 			s.position = it.Event.Seq
 			s.items[0] = nil
@@ -231,7 +244,7 @@ func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit 
 			}
 			// The hub may have pushed (or demoted) since it took the
 			// stream live, and that signal may already be spent.
-			s.live = true
+			s.live, s.freshAfter = true, r.head
 			return s.handLive(enc, b, limit)
 		case <-s.stream.done:
 			return b, ErrEnded
@@ -269,6 +282,19 @@ func (s *Subscription) readPage(ctx context.Context) (backlog.Page, error) {
 		s.hold.Release()
 		want = size
 	}
+}
+
+// Lag is how long ago the process learned that the oldest of the events
+// that the last Next handed out, of those the hub pushed to the stream as
+// they were committed, was durable; ok is false if it handed out none
+// (events read from the backlog, or given from the hub's recent commits
+// as the stream went live, do not count). A transport calls it once it
+// has written what Next returned: the commit-to-delivery lag.
+func (s *Subscription) Lag() (lag time.Duration, ok bool) {
+	if !s.pushed {
+		return 0, false
+	}
+	return time.Duration(s.router.opts.clock() - s.learned), true
 }
 
 // Close takes the stream out of its hub and gives back what it holds.

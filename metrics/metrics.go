@@ -11,19 +11,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the series the hub updates as it runs.
+// Metrics are the series the hub updates as it runs. None has a tenant,
+// topic, key or path among its labels: the series stay as few whatever
+// clients do.
 type Metrics struct {
-	Registry        *prometheus.Registry
+	Registry *prometheus.Registry
+	// EventsPublished and CommitEvents count the events commits appended,
+	// whether or not their publishers waited for the answer.
 	EventsPublished prometheus.Counter
-	Duplicates      prometheus.Counter
-	StreamsOpen     prometheus.Gauge
-	Deliveries      prometheus.Counter
-	Demotions       prometheus.Counter
 	CommitSeconds   prometheus.Histogram
 	CommitEvents    prometheus.Histogram
-	HubsActive      prometheus.Gauge
-	Trimmed         prometheus.Counter
-	Gaps            prometheus.Counter
+	// Appended and Duplicates are edgehub_publishes_total by result;
+	// PublishBatch is each such publish's events (1, or an NDJSON batch's).
+	Appended, Duplicates prometheus.Counter
+	PublishBatch         prometheus.Histogram
+	StreamsOpen          prometheus.Gauge
+	// StreamsLive and StreamsCatchingUp are edgehub_streams by state: the
+	// streams in the hubs' live sets, and in their catching-up sets.
+	StreamsLive, StreamsCatchingUp prometheus.Gauge
+	Deliveries                     prometheus.Counter
+	// DeliveryLag is, per flush of a live stream, how long ago the process
+	// learned that the oldest event pushed to it in the flush was durable.
+	DeliveryLag prometheus.Histogram
+	Demotions   prometheus.Counter
+	HubsActive  prometheus.Gauge
+	// HubsPassivated counts hubs stopped because they were idle.
+	HubsPassivated prometheus.Counter
+	Trimmed        prometheus.Counter
+	Gaps           prometheus.Counter
 	// HTTPRequests and HTTPSeconds are by route (the router's pattern, or
 	// "unmatched") and status: a bounded set, whatever clients send.
 	HTTPRequests *prometheus.CounterVec
@@ -33,20 +48,38 @@ type Metrics struct {
 }
 
 // New registers the series, with the Go runtime and process collectors.
+// The children of the labelled series whose labels are known in advance
+// are made here, so that they are exported, at 0, from the start.
 func New() *Metrics {
+	publishes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edgehub_publishes_total", Help: "Publish requests answered, by result: appended, or duplicate (answered from an idempotency key).",
+	}, []string{"result"})
+	streams := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "edgehub_streams", Help: "Watch streams registered with their topics' hubs, by state: live (pushed each commit) or catching_up (reading the backlog).",
+	}, []string{"state"})
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		EventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "edgehub_events_published_total", Help: "Events committed to the backlog.",
+			Name: "edgehub_events_published_total", Help: "Events appended to the backlog by commits.",
 		}),
-		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "edgehub_publish_duplicates_total", Help: "Publishes answered from an idempotency key.",
+		Appended:   publishes.WithLabelValues("appended"),
+		Duplicates: publishes.WithLabelValues("duplicate"),
+		PublishBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "edgehub_publish_batch_events", Help: "Events per publish request answered: 1 for one event, n for an NDJSON batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
 		StreamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgehub_streams_open", Help: "Watch streams currently open.",
 		}),
+		StreamsLive:       streams.WithLabelValues("live"),
+		StreamsCatchingUp: streams.WithLabelValues("catching_up"),
 		Deliveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgehub_deliveries_total", Help: "Event frames written to watch streams.",
+		}),
+		DeliveryLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "edgehub_delivery_lag_seconds",
+			Help:    "Per flush of a live stream, time from the moment the process learned the oldest event in it was committed to the write's end.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14),
 		}),
 		Demotions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgehub_stream_demotions_total", Help: "Live streams sent back to the backlog because their queue was full.",
@@ -56,11 +89,14 @@ func New() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		CommitEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "edgehub_commit_events", Help: "Events per backlog commit transaction.",
+			Name: "edgehub_commit_events", Help: "Events appended per backlog commit transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
 		HubsActive: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "edgehub_hubs_active", Help: "Topic hub actors currently running.",
+		}),
+		HubsPassivated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgehub_hubs_passivated_total", Help: "Topic hub actors stopped because they were idle.",
 		}),
 		Trimmed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edgehub_retention_removed_total", Help: "Event rows removed by retention.",
@@ -79,8 +115,9 @@ func New() *Metrics {
 			Name: "edgehub_refusals_total", Help: "Error answers, by their code.",
 		}, []string{"code"}),
 	}
-	m.Registry.MustRegister(m.EventsPublished, m.Duplicates, m.StreamsOpen, m.Deliveries, m.Demotions,
-		m.CommitSeconds, m.CommitEvents, m.HubsActive, m.Trimmed, m.Gaps, m.HTTPRequests, m.HTTPSeconds, m.Refusals,
+	m.Registry.MustRegister(m.EventsPublished, publishes, m.PublishBatch, m.StreamsOpen, streams, m.Deliveries,
+		m.DeliveryLag, m.Demotions, m.CommitSeconds, m.CommitEvents, m.HubsActive, m.HubsPassivated, m.Trimmed, m.Gaps,
+		m.HTTPRequests, m.HTTPSeconds, m.Refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewBuildInfoCollector())
 	return m

@@ -46,7 +46,11 @@ func (s *Server) purgeRound(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := s.log.PurgeDoomed(ctx); err != nil {
+	n, err = s.log.PurgeDoomed(ctx)
+	if n > 0 {
+		s.logger.Info("removed what deleted tenants left", "rows", n)
+	}
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

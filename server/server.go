@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -198,7 +199,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		return nil, err
 	}
 	if err := claimMode(ctx, log, cfg); err != nil {
-		return nil, errors.Join(err, log.Close(), closeLock(lock))
+		return nil, errors.Join(err, log.Close(), unlockDir(lock, ""))
 	}
 	log.SetQuotas(backlog.Quotas{TenantBytes: cfg.MaxTenantBytes, TenantTopics: cfg.MaxTenantTopics, StateBytes: cfg.MaxStateBytes})
 	m := metrics.New()
@@ -210,6 +211,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Delay: cfg.CommitDelay, Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitEvents.Observe(float64(n))
+		m.EventsPublished.Add(float64(n))
 	}})
 	actorLogger := logger.With("component", "actors")
 	s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
@@ -226,13 +228,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick),
 		Manager: actors.Options{
 			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
-			OnCount: func(n int) { m.HubsActive.Set(float64(n)) },
+			OnCount:     func(n int) { m.HubsActive.Set(float64(n)) },
+			OnPassivate: m.HubsPassivated.Inc,
 		},
 		Hooks: hooks.Hub,
 	})
 	if err != nil {
 		s.committer.Close()
-		return nil, errors.Join(err, log.Close(), closeLock(lock))
+		return nil, errors.Join(err, log.Close(), unlockDir(lock, ""))
 	}
 	api := cfg.HTTP
 	api.UnsignedBodyTimeout = cfg.HeaderTimeout
@@ -320,7 +323,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.pprof != nil {
 		perr = s.pprof.Close()
 	}
-	return errors.Join(herr, perr, s.log.Close(), closeLock(s.lock))
+	lerr := s.log.Close()
+	return errors.Join(herr, perr, lerr, unlockDir(s.lock, ""))
 }
 
 // readiness says why the server is not ready, if it is not: it must be
@@ -336,32 +340,37 @@ func (s *Server) readiness() error {
 	return nil
 }
 
-// openStore opens the backlog --store names: SQLite in the data directory,
-// which this process then holds locked, or a shared Postgres database.
+// openStore opens (and migrates) the backlog --store names: SQLite in the
+// data directory, which this process then holds locked, or a shared
+// Postgres database; it logs which, and whether the last server on the
+// data directory stopped cleanly.
 func openStore(ctx context.Context, cfg Config, logger *slog.Logger) (*backlog.Store, *os.File, error) {
 	switch {
 	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
 		log, err := backlog.OpenPostgres(ctx, cfg.Store, logger)
+		if err == nil {
+			// Host and database only: the URL may hold a password.
+			u, _ := url.Parse(cfg.Store)
+			logger.Info("backlog open", "store", "postgres", "host", u.Host, "database", strings.TrimPrefix(u.Path, "/"))
+		}
 		return log, nil, err
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		lock, err := lockDir(cfg.Data)
+		lock, unclean, err := lockDir(cfg.Data)
 		if err != nil {
 			return nil, nil, err
 		}
 		log, err := backlog.OpenSQLite(ctx, cfg.Data, logger, backlog.Sync(cfg.Sync))
 		if err != nil {
-			return nil, nil, errors.Join(err, lock.Close())
+			return nil, nil, errors.Join(err, unlockDir(lock, unclean))
+		}
+		logger.Info("backlog open", "store", "sqlite", "data", cfg.Data, "sync", cfg.Sync)
+		if unclean != "" {
+			logger.Warn("the last server on this data directory did not stop cleanly (killed, crashed or without power): the backlog recovered what it had committed from its write-ahead log",
+				"data", cfg.Data, "pid", unclean)
 		}
 		return log, lock, nil
 	}
 	return nil, nil, errors.New("--store must be empty, sqlite, or a postgres:// URL")
-}
-
-func closeLock(lock *os.File) error {
-	if lock == nil {
-		return nil
-	}
-	return lock.Close()
 }
 
 // listenTimeout bounds how long a start waits for the hint listener.
@@ -383,6 +392,7 @@ func (s *Server) listen(ctx context.Context) error {
 	}
 	first := make(chan struct{})
 	var heard bool
+	var lost time.Time // when the listener lost its connection; zero while it hears
 	go func() {
 		defer close(s.listened)
 		s.log.Listen(lctx, backlog.Hints{
@@ -393,10 +403,16 @@ func (s *Server) listen(ctx context.Context) error {
 				switch {
 				case on && !heard:
 					heard = true
+					s.logger.Info("listening for other processes' commits")
 					close(first)
 				case on:
-					s.logger.Warn("listening for other processes' commits again; ending every stream, since what was missed may have ended a tenant")
+					s.logger.Warn("listening for other processes' commits again; ending every stream, since what was missed may have ended a tenant",
+						"down", time.Since(lost).Round(time.Millisecond))
+					lost = time.Time{}
 					s.hubs.EndAll()
+				case heard && lost.IsZero() && lctx.Err() == nil:
+					lost = time.Now()
+					s.logger.Warn("not listening for other processes' commits: lost the connection to the shared log; not ready until it is back")
 				}
 			},
 		}, s.logger)
