@@ -170,17 +170,14 @@ func TestPublishesAreCountedByResultAndSize(t *testing.T) {
 	p := start(t, t.TempDir())
 	c := p.client()
 	ctx := context.Background()
-	for _, pub := range []struct {
-		body string
-		o    client.PublishOptions
-	}{
-		{`1`, client.PublishOptions{IdempotencyKey: "k"}},
-		{"1\n2\n3\n", client.PublishOptions{Batch: true}},
-		{`1`, client.PublishOptions{IdempotencyKey: "k"}},
-	} {
-		if _, err := c.Publish(ctx, "acme", "p", []byte(pub.body), pub.o); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.Publish(ctx, "acme", "p", 1, client.PublishOptions{IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishBatch(ctx, "acme", "p", []any{1, 2, 3}, client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "acme", "p", 1, client.PublishOptions{IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
 	}
 	p.awaitSeries(t, "two publishes appended and one duplicate", map[string]float64{
 		`edgehub_publishes_total{result="appended"}`:  2,
@@ -205,13 +202,14 @@ func (p *proc) seriesLines(t *testing.T) int {
 func (p *proc) exercise(t *testing.T, tenant, topic string) {
 	t.Helper()
 	c, ctx := p.client(), context.Background()
-	for _, pub := range []struct {
-		body string
-		o    client.PublishOptions
-	}{{`1`, client.PublishOptions{IdempotencyKey: "k"}}, {"1\n2\n", client.PublishOptions{Batch: true}}, {`1`, client.PublishOptions{IdempotencyKey: "k"}}} {
-		if _, err := c.Publish(ctx, tenant, topic, []byte(pub.body), pub.o); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.Publish(ctx, tenant, topic, 1, client.PublishOptions{IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishBatch(ctx, tenant, topic, []any{1, 2}, client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, tenant, topic, 1, client.PublishOptions{IdempotencyKey: "k"}); err != nil {
+		t.Fatal(err)
 	}
 	path := p.base + "/v1/tenants/" + tenant + "/topics/" + topic
 	resp, err := http.Get(path + "/watch")
@@ -222,7 +220,7 @@ func (p *proc) exercise(t *testing.T, tenant, topic string) {
 	if f, err := d.Next(); err != nil || f.Event != "hello" {
 		t.Fatalf("watch %s/%s: %+v %v", tenant, topic, f, err)
 	}
-	if _, err := c.Publish(ctx, tenant, topic, []byte(`"live"`), client.PublishOptions{}); err != nil {
+	if _, err := c.Publish(ctx, tenant, topic, "live", client.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := d.Next(); err != nil || f.Event != "message" {
