@@ -5,6 +5,7 @@ import (
 	_ "embed" // the OpenAPI document
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -34,6 +35,7 @@ func openapiDocument() httprouter.Handle {
 			return
 		}
 		h.Set("Content-Type", "application/yaml")
+		h.Set("Content-Length", strconv.Itoa(len(openapiYAML)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(openapiYAML) //nolint:errcheck // the client may be gone; nothing to do
 	}

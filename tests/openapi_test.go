@@ -102,18 +102,20 @@ func loadAPI(t *testing.T) *api {
 		t.Fatal(err)
 	}
 	// Strict mode reports every header, parameter and property that the
-	// document does not declare, except where any JSON may be: a published
-	// body (of which the validator cannot tell a batch's lines: they are
-	// the string the document says), and an event's data and a state's
-	// values in answers. access_token is a security scheme's parameter,
-	// which strict mode does not count as declared.
+	// document does not declare, except where any JSON may be (a published
+	// body, an event's data and a state's values in answers) and the
+	// console's security headers on its refusals, which are every route's
+	// refusals. A batch's lines are the string the document says, not JSON.
+	// access_token is a security scheme's parameter, which strict mode does
+	// not count as declared.
 	ndjson := config.WithBodyDecoder("application/x-ndjson", content.TextDecoder())
 	a := &api{
 		doc: &m.Model,
 		requests: validator.NewValidatorFromV3Model(&m.Model, ndjson, config.WithStrictMode(),
 			config.WithStrictIgnorePaths("$.query.access_token", "$.body.**")),
 		responses: validator.NewValidatorFromV3Model(&m.Model, config.WithStrictMode(),
-			config.WithStrictIgnorePaths("$.body.events[*].data.**", "$.body.state.**")),
+			config.WithStrictIgnorePaths("$.body.events[*].data.**", "$.body.state.**"),
+			config.WithStrictIgnoredHeadersExtra(consoleHeaders...)),
 		opts:    config.NewValidationOptions(),
 		schemas: schema_validation.NewSchemaValidator(),
 		seen:    map[string]bool{},
@@ -121,6 +123,10 @@ func loadAPI(t *testing.T) *api {
 	a.frame = m.Model.Components.Schemas.GetOrZero("StreamFrame").Schema()
 	return a
 }
+
+// consoleHeaders are on every answer of a console route; the document
+// declares them on its successes.
+var consoleHeaders = []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"}
 
 // call is one request and the answer the test expects.
 type call struct {
@@ -376,6 +382,14 @@ func (a *api) devServer(t *testing.T) {
 
 		{method: "PUT", path: "/v1/admin/tenants/acme", status: 401, code: refusal.Unauthorized, refused: true},
 
+		{method: "GET", path: "/console", status: 200},
+		{method: "GET", path: "/console/console.js", status: 200},
+		{method: "GET", path: "/console/console.css", status: 200},
+		{method: "GET", path: "/console/favicon.svg", status: 200},
+		{method: "GET", path: "/console/api/mode", status: 200},
+		{method: "GET", path: "/console/api/topics/acme/one", status: 200},
+		{method: "GET", path: "/console/api/topics/acme/.one", status: 400, code: refusal.InvalidName, refused: true},
+
 		{method: "GET", path: "/", status: 404, code: refusal.NotFound, refused: true},
 		{method: "GET", path: "/v1/tenants/acme/topics/one/notify/", status: 404, code: refusal.NotFound, refused: true},
 		{method: "GET", path: topicPath("acme", "one", "subscribe"), status: 404, code: refusal.NotFound, refused: true},
@@ -525,6 +539,11 @@ func (a *api) adminServer(t *testing.T) {
 		{method: "PUT", path: "/v1/admin/tenants/doomed", header: admin, status: 201},
 		{method: "DELETE", path: "/v1/admin/tenants/doomed", header: admin, status: 204},
 		{method: "DELETE", path: "/v1/admin/tenants/doomed", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "GET", path: "/console/api/mode", status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/console/api/mode", header: admin, status: 200},
+		{method: "GET", path: "/console/api/topics/acme/orders", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/console/api/topics/ghost/orders", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "GET", path: "/console/api/topics/acme/orders", header: admin, status: 200},
 	} {
 		a.do(t, b, c)
 	}
