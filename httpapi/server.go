@@ -99,6 +99,9 @@ type Server struct {
 	hooks  Hooks
 	faults faultHooks // injected bugs; empty unless built with -tags faults
 	router *httprouter.Router
+	// routes are the router's routes as "METHOD /pattern", in the order
+	// New registers them: what the OpenAPI document must describe.
+	routes []string
 
 	// endCtx is cancelled when the server ends its streams (EndStreams).
 	endCtx  context.Context
@@ -142,7 +145,10 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		writeError(w, refusal.New(refusal.Internal, "internal error"))
 	}
 	const topicPath = "/v1/tenants/:tenant/topics/:topic"
-	route := func(method, path string, h httprouter.Handle) { r.Handle(method, path, named(method+" "+path, h)) }
+	route := func(method, path string, h httprouter.Handle) {
+		s.routes = append(s.routes, method+" "+path)
+		r.Handle(method, path, named(method+" "+path, h))
+	}
 	route(http.MethodPost, topicPath+"/notify", s.topicRoute(s.notify))
 	route(http.MethodGet, topicPath+"/watch", s.topicRoute(s.watch))
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
@@ -169,6 +175,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, "/metrics", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		metricsHandler.ServeHTTP(w, r)
 	})
+	route(http.MethodGet, "/openapi.yaml", openapiDocument())
 	s.consoleRoutes(route)
 	s.router = r
 	return s

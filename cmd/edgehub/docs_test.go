@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,4 +85,85 @@ func tagDefault(f *kong.Flag) string {
 		return d.String()
 	}
 	return f.Default
+}
+
+// Every relative link of README.md and docs/ names a file of the
+// repository and, with a #fragment, a heading of that file, so a reader
+// never follows a link into nothing. Links with a scheme are not checked.
+func TestDocsLinksResolve(t *testing.T) {
+	const root = "../.."
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join(root, "README.md"))
+	link := regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
+	checked := 0
+	for _, doc := range docs {
+		for _, line := range prose(t, doc) {
+			for _, m := range link.FindAllStringSubmatch(line, -1) {
+				target, fragment, _ := strings.Cut(m[1], "#")
+				if strings.Contains(target, ":") {
+					continue
+				}
+				file := doc
+				if target != "" {
+					file = filepath.Join(filepath.Dir(doc), target)
+				}
+				checked++
+				if rel, err := filepath.Rel(root, file); err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s: %s points outside the repository", doc, m[1])
+					continue
+				}
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s: %s: no such file", doc, m[1])
+					continue
+				}
+				if fragment != "" && !slices.Contains(headingSlugs(t, file), fragment) {
+					t.Errorf("%s: %s: no such heading", doc, m[1])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no link checked")
+	}
+}
+
+// prose is a Markdown file's lines outside fenced code blocks.
+func prose(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	fenced := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// headingSlugs are the anchors a Markdown renderer gives a file's
+// headings: lower case, spaces as hyphens, other punctuation dropped.
+func headingSlugs(t *testing.T, file string) []string {
+	t.Helper()
+	if !strings.HasSuffix(file, ".md") {
+		return nil
+	}
+	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
+	var slugs []string
+	for _, line := range prose(t, file) {
+		if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			slugs = append(slugs, strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(strings.TrimSpace(h)), ""), " ", "-"))
+		}
+	}
+	return slugs
 }
