@@ -39,9 +39,7 @@ func lockDir(dir string) (f *os.File, unclean string, err error) {
 	unclean = strings.TrimSpace(string(last[:n]))
 	// The pid is for operators and for the next start; the lock is the
 	// flock, not the content.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) //nolint:errcheck // informational only
-	}
+	leavePid(f, strconv.Itoa(os.Getpid())) //nolint:errcheck // informational only
 	return f, unclean, nil
 }
 
@@ -52,9 +50,14 @@ func unlockDir(lock *os.File, pid string) error {
 	if lock == nil {
 		return nil
 	}
-	err := lock.Truncate(0)
-	if err == nil && pid != "" {
-		_, err = lock.WriteAt([]byte(pid+"\n"), 0)
+	return errors.Join(leavePid(lock, pid), lock.Close())
+}
+
+// leavePid makes pid, or nothing if it is "", the lock's content.
+func leavePid(lock *os.File, pid string) error {
+	if err := lock.Truncate(0); err != nil || pid == "" {
+		return err
 	}
-	return errors.Join(err, lock.Close())
+	_, err := lock.WriteAt([]byte(pid+"\n"), 0)
+	return err
 }
