@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"embed"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -129,9 +127,7 @@ func (s *Server) consoleAllowed(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Dev {
 		return true
 	}
-	scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if s.cfg.AdminKey != "" && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.cfg.AdminKey)) == 1 {
+	if s.adminKeyGiven(r) {
 		return true
 	}
 	writeError(w, refusal.New(refusal.Unauthorized, "the console needs the admin key as a bearer token"))

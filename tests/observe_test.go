@@ -87,20 +87,27 @@ func accessLogKeepsNoSecrets(t *testing.T, args ...string) {
 		Level, Msg, Route, Path, Code string
 		Status                        int
 	}
-	var requests []line
-	for deadline := time.Now().Add(wait); len(requests) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no access log lines for both requests:\n%s", p.logText())
-		}
-		time.Sleep(10 * time.Millisecond) // the log is read from the server's stderr
-		requests = requests[:0]
-		for _, l := range strings.Split(p.logText(), "\n") {
-			var v line
-			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
-				requests = append(requests, v)
+	// awaitRequests polls the log (read from the server's stderr) until it
+	// has want request lines, and returns them.
+	awaitRequests := func(want int) []line {
+		for deadline := time.Now().Add(wait); ; {
+			var requests []line
+			for _, l := range strings.Split(p.logText(), "\n") {
+				var v line
+				if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
+					requests = append(requests, v)
+				}
 			}
+			if len(requests) >= want {
+				return requests
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d access log lines, want %d:\n%s", len(requests), want, p.logText())
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	awaitRequests(2)
 	if resp, err := http.Get(p.base + "/healthz?access_token=SECRET-IN-QUERY"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
@@ -108,19 +115,7 @@ func accessLogKeepsNoSecrets(t *testing.T, args ...string) {
 	if len(args) > 0 {
 		want = 3 // the 200 too
 	}
-	for deadline := time.Now().Add(wait); len(requests) < want; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d access log lines, want %d:\n%s", len(requests), want, p.logText())
-		}
-		time.Sleep(10 * time.Millisecond)
-		requests = requests[:0]
-		for _, l := range strings.Split(p.logText(), "\n") {
-			var v line
-			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
-				requests = append(requests, v)
-			}
-		}
-	}
+	requests := awaitRequests(want)
 	if strings.Contains(p.logText(), "SECRET-IN") {
 		t.Fatalf("a token reached the log:\n%s", p.logText())
 	}
