@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -17,22 +16,12 @@ import (
 // and watches with the token, and without it the same calls are refused.
 func TestProductionModeEndToEnd(t *testing.T) {
 	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0")
-	adminCall := func(method, path, body string) *http.Response {
-		req, _ := http.NewRequest(method, p.base+"/v1/admin/tenants/"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer k-123")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
+		t.Fatalf("create tenant: %d %s", st, b)
 	}
-	if resp := adminCall("PUT", "acme", ""); resp.StatusCode != 201 {
-		t.Fatalf("create tenant: %d", resp.StatusCode)
-	}
-	resp := adminCall("POST", "acme/tokens", `{"publish":["orders"],"subscribe":["orders"],"ttl":"10m"}`)
+	_, _, b := do(t, "POST", p.base+"/v1/admin/tenants/acme/tokens", "k-123", `{"publish":["orders"],"subscribe":["orders"],"ttl":"10m"}`)
 	var tok struct{ Token string }
-	json.NewDecoder(resp.Body).Decode(&tok)
-	resp.Body.Close()
+	json.Unmarshal(b, &tok)
 
 	anon := &client.Client{Server: p.base}
 	if _, err := anon.Publish(context.Background(), "acme", "orders", []byte(`1`), client.PublishOptions{}); !isAPIError(err, 401, "unauthorized") {
@@ -71,14 +60,8 @@ func TestAdminKeyFromAFileAndTheCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(p *proc) int {
-		req, _ := http.NewRequest("PUT", p.base+"/v1/admin/tenants/acme", nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		st, _, _ := do(t, "PUT", p.base+"/v1/admin/tenants/acme", key, "")
+		return st
 	}
 	fromFile := startAt(t, binary, nil, t.TempDir(), "127.0.0.1:0", "--admin-key-file", file)
 	if status := put(fromFile); status != 201 {

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -31,23 +30,8 @@ func (a consoleAnswer) code() refusal.Code {
 // consoleGet GETs path from p, with key as the bearer token unless empty.
 func consoleGet(t *testing.T, p *proc, path, key string) consoleAnswer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, p.base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return consoleAnswer{status: resp.StatusCode, header: resp.Header, body: body}
+	status, header, body := do(t, http.MethodGet, p.base+path, key, "")
+	return consoleAnswer{status: status, header: header, body: body}
 }
 
 // consoleTopic is the console API's answer, field for field.
@@ -100,13 +84,9 @@ func TestConsoleIsOffWithoutDevOrAdminKey(t *testing.T) {
 func TestConsoleAPINeedsTheAdminKey(t *testing.T) {
 	const key = "console-admin-key-0123456789abcdefghij"
 	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0")
-	req, _ := http.NewRequest(http.MethodPut, p.base+"/v1/admin/tenants/acme", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create tenant: %v %v", resp, err)
+	if st, _, b := do(t, http.MethodPut, p.base+"/v1/admin/tenants/acme", key, ""); st != http.StatusCreated {
+		t.Fatalf("create tenant: %d %s", st, b)
 	}
-	resp.Body.Close()
 
 	if a := consoleGet(t, p, "/console", ""); a.status != http.StatusOK {
 		t.Fatalf("the page without the key: %d %s", a.status, a.body)

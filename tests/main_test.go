@@ -172,6 +172,30 @@ func (p *proc) client() *client.Client {
 	return &client.Client{Server: p.base}
 }
 
+// do sends one request with body (none if empty), with bearer as the
+// token unless empty, and returns the answer's status, headers and whole
+// body: the shape of every plain request a test makes.
+func do(t *testing.T, method, url, bearer, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
 func (p *proc) topicURL(topic, route string) string {
 	return p.base + "/v1/tenants/acme/topics/" + topic + "/" + route
 }

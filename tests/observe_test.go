@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,15 +11,7 @@ import (
 // metricsText is the server's /metrics.
 func (p *proc) metricsText(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(p.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, b := do(t, http.MethodGet, p.base+"/metrics", "", "")
 	return string(b)
 }
 

@@ -6,8 +6,6 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,24 +125,13 @@ func TestTheImagesBinaryServesInAnEmptyRootAsItsUser(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the hub did not listen")
 	}
-	call := func(method, path, auth, body string) (int, []byte) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
-	if st, b := call("PUT", "/v1/admin/tenants/acme", "k-image", ""); st != 201 {
+	if st, _, b := do(t, "PUT", base+"/v1/admin/tenants/acme", "k-image", ""); st != 201 {
 		t.Fatalf("create a tenant: %d %s", st, b)
 	}
-	_, b := call("POST", "/v1/admin/tenants/acme/tokens", "k-image", `{"publish":["*"],"ttl":"1m"}`)
+	_, _, b := do(t, "POST", base+"/v1/admin/tenants/acme/tokens", "k-image", `{"publish":["*"],"ttl":"1m"}`)
 	var tok struct{ Token string }
 	json.Unmarshal(b, &tok)
-	if st, b := call("POST", "/v1/tenants/acme/topics/orders/notify", tok.Token, `{"n":1}`); st != 201 {
+	if st, _, b := do(t, "POST", base+"/v1/tenants/acme/topics/orders/notify", tok.Token, `{"n":1}`); st != 201 {
 		t.Fatalf("publish: %d %s", st, b)
 	}
 	entries, err := os.ReadDir(filepath.Join(root, "data"))

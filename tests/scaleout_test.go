@@ -416,28 +416,22 @@ func TestTenantEndsOnEveryProcess(t *testing.T) {
 	for range 2 {
 		ps = append(ps, startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0", "--store", url))
 	}
-	admin := func(p *proc, method, path, body string) *http.Response {
-		req, _ := http.NewRequest(method, p.base+"/v1/admin/tenants/"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+	admin := func(p *proc, method, path, body string) (int, []byte) {
+		st, _, b := do(t, method, p.base+"/v1/admin/tenants/"+path, key, body)
+		return st, b
 	}
 	for _, c := range []struct {
 		tenant, method, path string
 		want                 int
 	}{{"gone", "DELETE", "gone", 204}, {"rotated", "POST", "rotated/rotate", 200}} {
-		if resp := admin(ps[0], "PUT", c.tenant, ""); resp.StatusCode != 201 {
-			t.Fatalf("create %s on the first process: %d", c.tenant, resp.StatusCode)
+		if st, _ := admin(ps[0], "PUT", c.tenant, ""); st != 201 {
+			t.Fatalf("create %s on the first process: %d", c.tenant, st)
 		}
-		resp := admin(ps[1], "POST", c.tenant+"/tokens", `{"subscribe":["x"],"ttl":"10m"}`)
+		st, b := admin(ps[1], "POST", c.tenant+"/tokens", `{"subscribe":["x"],"ttl":"10m"}`)
 		var tok struct{ Token string }
-		json.NewDecoder(resp.Body).Decode(&tok)
-		resp.Body.Close()
+		json.Unmarshal(b, &tok)
 		if tok.Token == "" {
-			t.Fatalf("no token for %s from the second process: %d", c.tenant, resp.StatusCode)
+			t.Fatalf("no token for %s from the second process: %d", c.tenant, st)
 		}
 		req, _ := http.NewRequest("GET", ps[1].base+"/v1/tenants/"+c.tenant+"/topics/x/watch", nil)
 		req.Header.Set("Authorization", "Bearer "+tok.Token)
@@ -455,8 +449,8 @@ func TestTenantEndsOnEveryProcess(t *testing.T) {
 				}
 			}
 		}()
-		if resp := admin(ps[0], c.method, c.path, ""); resp.StatusCode != c.want {
-			t.Fatalf("%s %s on the first process: %d", c.method, c.path, resp.StatusCode)
+		if st, _ := admin(ps[0], c.method, c.path, ""); st != c.want {
+			t.Fatalf("%s %s on the first process: %d", c.method, c.path, st)
 		}
 		select {
 		case <-ended:
