@@ -253,11 +253,7 @@ func TestBatchStoresEveryEventInOrder(t *testing.T) {
 			t.Fatalf("event %d: seq %d %s %s, want seq %d %s %s", i, e.Seq, e.Type, e.Data, i+1, wantTypes[i], want[i])
 		}
 	}
-	st, err := l.State(ctx, "a", "x", func(int64) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wantState := fmt.Sprintf(`{"seq":%d,"state":{"k":%s}}`, len(want), want[len(want)-1]); string(st.JSON) != wantState {
-		t.Fatalf("state %s, want %s", st.JSON, wantState)
+	if st, wantState := readState(t, l, "a", "x"), fmt.Sprintf(`{"seq":%d,"state":{"k":%s}}`, len(want), want[len(want)-1]); st != wantState {
+		t.Fatalf("state %s, want %s", st, wantState)
 	}
 }

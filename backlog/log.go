@@ -7,6 +7,7 @@ package backlog
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/edgehub/edgehub/event"
 )
@@ -63,6 +64,14 @@ type Page struct {
 	Trimmed int64
 }
 
+// StateWriter takes a state as State encodes it: Expect is told about how
+// many bytes it will write before any key is read, and Write is given
+// them; either may refuse (a read budget), which ends the read.
+type StateWriter interface {
+	io.Writer
+	Expect(n int64) error
+}
+
 // Log is the durable, per-topic numbered event log.
 type Log interface {
 	// CommitBatch commits every request in one transaction, numbering each
@@ -78,12 +87,13 @@ type Log interface {
 	// only an empty page, or a page that reaches the head, says there is
 	// no more.
 	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
-	// State returns the topic's state and the head it folds, read in one
-	// transaction. Before it reads the keys it calls admit with the bytes
-	// the encoded state will take (and again if it takes more), so that
-	// the caller can refuse a state it has no room for; admit's error ends
-	// the read, wrapped.
-	State(ctx context.Context, tenant, topic string, admit func(n int64) error) (event.State, error)
+	// State writes the topic's state to w as the state answer's body and
+	// the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
+	// and returns S, the head it folds, read in one transaction with the
+	// keys. Before it reads the keys it tells w what the answer will take,
+	// so that w can refuse a state it has no room for; w's error ends the
+	// read, wrapped.
+	State(ctx context.Context, tenant, topic string, w StateWriter) (seq int64, err error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

@@ -25,15 +25,10 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.State(ctx, "a", "x", func(int64) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(st.JSON); got != `{"seq":6,"state":{"k1":"one","k3":[3]}}` {
+	if got := readState(t, l, "a", "x"); got != `{"seq":6,"state":{"k1":"one","k3":[3]}}` {
 		t.Fatalf("state %s", got)
 	}
-	empty, _ := l.State(ctx, "a", "none", func(int64) error { return nil })
-	if got := string(empty.JSON); got != `{"seq":0,"state":{}}` {
+	if got := readState(t, l, "a", "none"); got != `{"seq":0,"state":{}}` {
 		t.Fatalf("empty state %s", got)
 	}
 }

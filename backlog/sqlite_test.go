@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -34,6 +35,40 @@ func openTest(t testing.TB) *Store {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// stateBuffer is a StateWriter that keeps the state in memory, with hooks
+// that may refuse.
+type stateBuffer struct {
+	bytes.Buffer
+	expect func(n int64) error
+	write  func(p []byte) error
+}
+
+func (b *stateBuffer) Expect(n int64) error {
+	if b.expect != nil {
+		return b.expect(n)
+	}
+	return nil
+}
+
+func (b *stateBuffer) Write(p []byte) (int, error) {
+	if b.write != nil {
+		if err := b.write(p); err != nil {
+			return 0, err
+		}
+	}
+	return b.Buffer.Write(p)
+}
+
+// readState is the topic's state answer.
+func readState(t *testing.T, l *Store, tenant, topic string) string {
+	t.Helper()
+	var b stateBuffer
+	if _, err := l.State(context.Background(), tenant, topic, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 func events(n int) []event.Event {
@@ -292,11 +327,10 @@ func TestReadBoundsAPageInBytes(t *testing.T) {
 	}
 }
 
-// State asks admit for the bytes of its answer before it reads a key, and
-// in all for at least what the answer holds even when the topic's
-// state_bytes says less (here it is set to 0): a caller that takes them
-// from a budget holds what it answers with. A refusal ends the read.
-func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
+// State tells its writer the answer's size, as state_bytes says, before
+// it writes a byte; a refusal from Expect or from Write ends the read.
+// What it writes is the state's JSON, whatever state_bytes says (here 0).
+func TestStateTellsItsSizeBeforeWriting(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
 	evs := make([]event.Event, 300)
@@ -306,20 +340,41 @@ func TestStateAdmitsItsBytesBeforeReading(t *testing.T) {
 	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: evs}}); err != nil {
 		t.Fatal(err)
 	}
+	var expected int64 = -1
+	w := &stateBuffer{expect: func(n int64) error {
+		expected = n
+		return nil
+	}}
+	w.write = func(p []byte) error {
+		if expected < 0 {
+			t.Fatal("written before Expect")
+		}
+		return nil
+	}
+	if _, err := l.State(ctx, "a", "x", w); err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(w.Bytes()) || expected < 300*int64(len(`k000`+`1`)) {
+		t.Fatalf("expected %d bytes for a %d-byte answer (valid %v)", expected, w.Len(), json.Valid(w.Bytes()))
+	}
 	if _, err := l.testExec(`UPDATE topics SET state_bytes = 0`); err != nil {
 		t.Fatal(err)
 	}
-	var admitted int64
-	st, err := l.State(ctx, "a", "x", func(n int64) error { admitted += n; return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !json.Valid(st.JSON) || admitted < int64(len(st.JSON)) {
-		t.Fatalf("admitted %d bytes for a %d-byte answer (valid %v)", admitted, len(st.JSON), json.Valid(st.JSON))
+	if got := readState(t, l, "a", "x"); got != w.String() {
+		t.Fatalf("with state_bytes 0: %s", got)
 	}
 	refusal := errors.New("no room")
-	if _, err := l.State(ctx, "a", "x", func(int64) error { return refusal }); !errors.Is(err, refusal) {
-		t.Fatalf("a refused admit: %v", err)
+	if _, err := l.State(ctx, "a", "x", &stateBuffer{expect: func(int64) error { return refusal }}); !errors.Is(err, refusal) {
+		t.Fatalf("a refused Expect: %v", err)
+	}
+	written := 0
+	if _, err := l.State(ctx, "a", "x", &stateBuffer{write: func([]byte) error {
+		if written++; written > 10 {
+			return refusal
+		}
+		return nil
+	}}); !errors.Is(err, refusal) {
+		t.Fatalf("a refused Write: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -24,17 +25,21 @@ func TestEnvelope(t *testing.T) {
 	}
 }
 
-// The state encoders build {"seq":S,"state":{...}}, valid JSON with or
+// The state encoder writes {"seq":S,"state":{...}}, valid JSON with or
 // without keys.
 func TestStateJSON(t *testing.T) {
-	if got, want := string(AppendStateEnd(AppendStateStart(nil, 0))), `{"seq":0,"state":{}}`; got != want {
-		t.Fatalf("empty state %s, want %s", got, want)
+	var empty bytes.Buffer
+	if err := WriteState(&empty, 0, nil); err != nil || empty.String() != `{"seq":0,"state":{}}` {
+		t.Fatalf("empty state %s, %v", empty.String(), err)
 	}
-	b := AppendStateStart(nil, 42)
-	b = AppendStateKey(b, true, "a", []byte(`1`))
-	b = AppendStateKey(b, false, "b", []byte(`{"v":[2]}`))
-	b = AppendStateEnd(b)
-	if got, want := string(b), `{"seq":42,"state":{"a":1,"b":{"v":[2]}}}`; got != want || !json.Valid(b) {
-		t.Fatalf("state %s, want %s", got, want)
+	var b bytes.Buffer
+	err := WriteState(&b, 42, func(key func(name string, data []byte) error) error {
+		if err := key("a", []byte(`1`)); err != nil {
+			return err
+		}
+		return key("b", []byte(`{"v":[2]}`))
+	})
+	if got, want := b.String(), `{"seq":42,"state":{"a":1,"b":{"v":[2]}}}`; err != nil || got != want || !json.Valid(b.Bytes()) {
+		t.Fatalf("state %s, want %s (%v)", got, want, err)
 	}
 }

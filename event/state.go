@@ -1,39 +1,43 @@
 package event
 
-import "strconv"
+import (
+	"io"
+	"strconv"
+)
 
-// State is a topic's keyed state as of sequence Seq: the latest data of
-// every key not deleted since, in key order, encoded as the state answer's
-// body and the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
-// because that is all a reader does with it and one copy is what it costs.
-// Storage builds JSON with AppendStateStart, AppendStateKey and
-// AppendStateEnd as it reads the keys.
-type State struct {
-	Seq  int64
-	JSON []byte
-}
-
-// AppendStateStart appends the state's JSON up to its first key.
-func AppendStateStart(b []byte, seq int64) []byte {
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	return append(b, `,"state":{`...)
-}
-
-// AppendStateKey appends one key and its data, which is compact JSON;
-// first tells whether it is the first key, which has no comma before it.
-// It adds at most len(key)+len(data)+4 bytes (keys are plain ASCII by the
-// name rules, so quoting adds only the quotes).
-func AppendStateKey(b []byte, first bool, key string, data []byte) []byte {
-	if !first {
-		b = append(b, ',')
+// WriteState writes a topic's keyed state as of sequence seq to w, as the
+// state answer's body and the snapshot frame's data:
+// {"seq":S,"state":{"<key>":<data>,...}}. each hands over the keys, in key
+// order, by calling key for every one (data is compact JSON); an error
+// from it or from w ends the writing. The state is never built whole:
+// w decides where it goes (a spool, on disk for a large one).
+func WriteState(w io.Writer, seq int64, each func(key func(name string, data []byte) error) error) error {
+	var scratch [160]byte
+	b := strconv.AppendInt(append(scratch[:0], `{"seq":`...), seq, 10)
+	if _, err := w.Write(append(b, `,"state":{`...)); err != nil {
+		return err
 	}
-	b = strconv.AppendQuote(b, key) // keys are plain ASCII by the name rules
-	b = append(b, ':')
-	return append(b, data...)
-}
-
-// AppendStateEnd closes the state's JSON after its last key.
-func AppendStateEnd(b []byte) []byte {
-	return append(b, "}}"...)
+	if each != nil {
+		first := true
+		err := each(func(name string, data []byte) error {
+			b := scratch[:0]
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			// Keys are plain ASCII by the name rules: quoting adds only
+			// the quotes.
+			b = append(strconv.AppendQuote(b, name), ':')
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			_, err := w.Write(data)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	_, err := w.Write([]byte("}}"))
+	return err
 }

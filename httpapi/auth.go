@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/notify"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -90,23 +91,27 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
 // signature, which covers the body: it reads the body (within the limit)
-// and returns it, so the caller does not read it twice; signed tells that
-// the signature, not a token, let the request in.
-func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *refusal.Error)) (t auth.Tenant, body []byte, signed bool, aerr *refusal.Error) {
-	if s.cfg.Dev || token(r) != "" || !auth.HasWebhook(r.Header) {
+// and returns it, so the caller does not read it twice; via tells what let
+// the request in: a token, the signature, or dev mode.
+func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *refusal.Error)) (t auth.Tenant, body []byte, via notify.Credentials, aerr *refusal.Error) {
+	switch {
+	case s.cfg.Dev:
 		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
-		return t, nil, false, aerr
+		return t, nil, notify.Dev, aerr
+	case token(r) != "" || !auth.HasWebhook(r.Header):
+		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
+		return t, nil, notify.Token, aerr
 	}
 	if t, aerr = s.tenant(r, tenant, topic, "webhook"); aerr != nil {
-		return t, nil, false, aerr
+		return t, nil, notify.Signature, aerr
 	}
 	if body, aerr = readBody(); aerr != nil {
-		return t, nil, false, aerr
+		return t, nil, notify.Signature, aerr
 	}
 	if err := auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()); err != nil {
-		return t, body, true, s.refuseCredentials(r, tenant, topic, "webhook", err)
+		return t, body, notify.Signature, s.refuseCredentials(r, tenant, topic, "webhook", err)
 	}
-	return t, body, true, nil
+	return t, body, notify.Signature, nil
 }
 
 // tenant reads the tenant whose credentials a request on topic presents

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/spool"
 )
 
 const (
@@ -21,20 +23,22 @@ const (
 )
 
 // events is the polling read: a page of envelopes after a position. The
-// bytes its answer may take are taken from the read budget before the page
-// is read (429 overloaded if they are not free), the answer is built once,
-// by hand, and written under the write deadline; then they are given back.
+// bytes its page may take are taken from the tenant's share of the read
+// budget before it is read (429 overloaded if they are not free), the
+// answer is encoded into a spool (its own bytes taken as it grows) and the
+// page's bytes given back, then it is written at the answers' pace.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	if aerr := s.authorize(r, tenant, topic, auth.Subscribe); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
 	// The limit (the budget) comes before the parameters, as the contract
-	// orders checks; the bytes taken are those of the largest answer.
-	h := s.hold()
-	defer h.Release()
-	taken := int64(answerBytes + event.EnvelopeOverhead*(maxLimit+1))
-	if s.refuseRead(w, h.Try(taken), "events", tenant, topic) {
+	// orders checks; the bytes taken are those of the largest page, and
+	// of the piece of the answer that the spool keeps in memory.
+	page := s.deps.ReadBudget.Hold(tenant)
+	defer page.Release()
+	taken := int64(answerBytes + event.EnvelopeOverhead*(maxLimit+1) + spool.PieceBytes)
+	if s.refuseRead(w, page.Try(taken), "events", tenant, topic) {
 		return
 	}
 	q := r.URL.Query()
@@ -55,34 +59,52 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 		}
 		limit = n
 	}
-	page, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
+	got, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
 	if s.refuseRead(w, err, "events", tenant, topic) {
 		return
 	}
 	// One event larger than a page is read alone; it needs more.
-	size := event.EnvelopesBytes(page.Events)
-	if size > taken && s.refuseRead(w, h.Try(size-taken), "events", tenant, topic) {
+	size := event.EnvelopesBytes(got.Events)
+	if size > taken && s.refuseRead(w, page.Try(size-taken), "events", tenant, topic) {
 		return
 	}
-	body := appendReadAnswer(make([]byte, 0, size), page, after)
-	s.writeAnswer(w, body)
+	a := s.newAnswer(tenant, page, true)
+	defer a.close()
+	err = a.Expect(size)
+	if err == nil {
+		err = writeReadAnswer(a, got, after)
+	}
+	if err == nil {
+		err = a.Done()
+	}
+	if s.refuseRead(w, err, "events", tenant, topic) {
+		return
+	}
+	page.Keep(a.Memory()) // the page is gone: what is left is the answer's
+	s.write(w, a)
 }
 
-// appendReadAnswer appends {"events":[...],"head":H,"next_after":N,"gap":...}
-// and a newline. Each event is dropped from the page once encoded, so the
-// page and the answer are not both held whole.
-func appendReadAnswer(b []byte, page backlog.Page, after int64) []byte {
+// writeReadAnswer writes {"events":[...],"head":H,"next_after":N,"gap":...}
+// to w. Each event is dropped from the page once encoded, so the page and
+// the answer are not both held whole.
+func writeReadAnswer(w io.Writer, page backlog.Page, after int64) error {
 	next := after
 	if n := len(page.Events); n > 0 {
 		next = page.Events[n-1].Seq
 	}
-	b = append(b, `{"events":[`...)
+	b := append(make([]byte, 0, 4<<10), `{"events":[`...)
 	for i := range page.Events {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = page.Events[i].AppendEnvelope(b)
 		page.Events[i] = event.Event{}
+		if len(b) >= 4<<10 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
 	b = append(b, `],"head":`...)
 	b = strconv.AppendInt(b, page.Head, 10)
@@ -95,7 +117,8 @@ func appendReadAnswer(b []byte, page backlog.Page, after int64) []byte {
 		b = strconv.AppendInt(b, page.Trimmed, 10)
 		b = append(b, '}')
 	}
-	return append(b, "}\n"...)
+	_, err := w.Write(append(b, '}'))
+	return err
 }
 
 // parseLimit reads a positive decimal integer and caps it at maxLimit,

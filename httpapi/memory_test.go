@@ -347,12 +347,12 @@ func TestReadAnswerIsBoundedInBytes(t *testing.T) {
 	}
 }
 
-// With the read budget held by an answer whose client does not read, a
-// read of events, a read of the state and a snapshot stream are 429
-// overloaded with Retry-After, and nothing stored changes; once that client
-// goes away its bytes are free again.
-func TestReadBudgetRefusesWhenHeld(t *testing.T) {
-	base := startTightServer(t, func(c *server.Config) { c.MaxReadBytes = 3 << 19 }) // 1.5 MiB
+// With the spool budget held by an answer whose client does not read, a
+// read of events, a read of the state and a snapshot stream, which would
+// spool as much, are 429 overloaded with Retry-After, and nothing stored
+// changes; once that client goes away its bytes are free again.
+func TestSpoolBudgetRefusesWhenHeld(t *testing.T) {
+	base := startTightServer(t, func(c *server.Config) { c.MaxSpoolBytes, c.TenantShare = 3<<19, 1 }) // 1.5 MiB
 	for i := 0; i < 4; i++ {
 		publishBig(t, base, "big", "", 512<<10)
 		publishBig(t, base, "kv", fmt.Sprintf("?key=k%d", i), 256<<10)
@@ -378,6 +378,43 @@ func TestReadBudgetRefusesWhenHeld(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"head":4`) {
 		t.Fatalf("the head changed: %.200s", body)
 	}
+}
+
+// With the read budget held in memory by a catching-up stream whose client
+// does not read, a read of events, whose page is read into memory, is 429
+// overloaded with Retry-After; a read of the state and a snapshot stream,
+// which keep only a piece in memory and the rest on disk, are still
+// answered. Once the stream's client goes away its bytes are free again.
+func TestReadBudgetRefusesWhenHeld(t *testing.T) {
+	base := startTightServer(t, func(c *server.Config) { c.MaxReadBytes, c.TenantShare = 3<<19, 1 }) // 1.5 MiB
+	for i := 0; i < 4; i++ {
+		publishBig(t, base, "big", "", 512<<10)
+		publishBig(t, base, "kv", fmt.Sprintf("?key=k%d", i), 256<<10)
+	}
+	_, state := get(t, base+"/v1/tenants/t/topics/kv/state")
+	a := openStalled(t, base, "/v1/tenants/t/topics/big/watch?after=0")
+	waitUntil(t, "the stalled stream is being written", func() bool { return a.queued(t) > 0 })
+	waitUntil(t, "the stalled stream holds a page", func() bool {
+		resp, _ := get(t, base+"/v1/tenants/t/topics/big/events?after=0")
+		return resp.StatusCode == http.StatusTooManyRequests
+	})
+	resp, body := get(t, base+"/v1/tenants/t/topics/big/events?after=0")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || errorCode(t, body) != "overloaded" {
+		t.Fatalf("/events with the budget held: %d Retry-After %q %.200s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if _, again := get(t, base+"/v1/tenants/t/topics/kv/state"); string(again) != string(state) {
+		t.Fatalf("/state with the memory budget held: %.100s, want %.100s", again, state)
+	}
+	snap := openFrames(t, base, "/v1/tenants/t/topics/kv/watch?snapshot=1")
+	next(t, snap) // hello
+	if f := next(t, snap); f.Event != "snapshot" || f.Data != strings.TrimSpace(string(state)) {
+		t.Fatalf("the snapshot with the memory budget held: %s %.100s", f.Event, f.Data)
+	}
+	a.conn.Close()
+	waitUntil(t, "the budget is free again", func() bool {
+		resp, _ := get(t, base+"/v1/tenants/t/topics/big/events?after=0")
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // A read answer whose client never reads is ended by the write deadline:

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"time"
 
@@ -29,6 +30,15 @@ type batchAnswer struct {
 // tenant's own deletes free room on the scale of minutes, not seconds.
 const quotaRetry = time.Minute
 
+// clientHost is the address of the connection's peer, without its port:
+// what per-client bounds count by (no forwarded header is trusted).
+func clientHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
 // notify commits a publish and answers only once it is durable.
 func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	meta, perr := notify.ParseNames(r)
@@ -37,39 +47,42 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		return
 	}
 	// The body is held, with its copies, until its commit is answered: its
-	// bytes come from a server-wide budget before it is read. A body read
-	// to check a webhook signature comes from a budget of its own, and
-	// must arrive within the header timeout: clients that have shown no
-	// credentials yet can then neither hold much nor starve the
-	// publishers that have.
-	release := func() {}
-	defer func() { release() }()
-	takeBody := func(budget *limits.Budget) *refusal.Error {
-		n := s.cfg.MaxBody
-		if r.ContentLength >= 0 {
-			n = min(n, r.ContentLength)
+	// bytes come from the tenant's share of a server-wide budget as they
+	// arrive, and it must arrive within the body timeout, so that slow
+	// uploads hold little, not for long, and only of their own tenant's
+	// share. A body read to check a webhook signature (from a client that
+	// has shown no credentials yet) comes from a budget of its own, shared
+	// by tenant and by client address: clients that know only a tenant's
+	// name can neither hold much nor starve the publishers that have
+	// credentials, nor other tenants' webhooks.
+	var holds []*limits.Hold
+	release := func() {
+		for _, h := range holds {
+			h.Release()
 		}
-		rel, refused := budget.TryTake(n)
-		if refused != nil {
-			return refused
-		}
-		release = rel
-		return nil
 	}
-	readBody := func() ([]byte, *refusal.Error) {
+	defer func() { release() }()
+	readBody := func(budgets ...*limits.Hold) ([]byte, *refusal.Error) {
+		holds = append(holds, budgets...)
 		if s.hooks.BeforeBody != nil {
 			s.hooks.BeforeBody(tenant, topic)
 		}
-		return notify.ReadBody(r, s.cfg.MaxBody)
+		if s.cfg.BodyTimeout > 0 {
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) //nolint:errcheck // without one, ReadTimeout bounds it
+		}
+		return notify.ReadBody(r, s.cfg.MaxBody, func(n int64) *refusal.Error {
+			for _, h := range budgets {
+				if err := h.Try(n); err != nil {
+					return err.(*refusal.Error)
+				}
+			}
+			return nil
+		})
 	}
 	readSigned := func() ([]byte, *refusal.Error) {
-		if aerr := takeBody(s.deps.UnsignedBodies); aerr != nil {
-			return nil, aerr
-		}
-		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.UnsignedBodyTimeout)) //nolint:errcheck // without one, ReadTimeout bounds it
-		return readBody()
+		return readBody(s.deps.UnsignedBodies.Hold(tenant), s.deps.UnsignedByClient.Hold(clientHost(r)))
 	}
-	ten, body, signed, aerr := s.authorizePublish(r, tenant, topic, readSigned)
+	ten, body, via, aerr := s.authorizePublish(r, tenant, topic, readSigned)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -78,18 +91,12 @@ func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic st
 		writeError(w, l)
 		return
 	}
-	if body == nil {
-		if aerr := takeBody(s.deps.PublishBodies); aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-	}
-	if perr := notify.ParseOptions(r, &meta, signed); perr != nil {
+	if perr := notify.ParseOptions(r, &meta, via); perr != nil {
 		writeError(w, perr)
 		return
 	}
 	if body == nil {
-		if body, aerr = readBody(); aerr != nil {
+		if body, aerr = readBody(s.deps.PublishBodies.Hold(tenant)); aerr != nil {
 			writeError(w, aerr)
 			return
 		}

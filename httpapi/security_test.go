@@ -339,35 +339,6 @@ func TestCORSWildcardSparesTheAdminAPI(t *testing.T) {
 	}
 }
 
-// Publish bodies in flight are bounded server-wide: past the budget a
-// publish is 429 overloaded with Retry-After and stores nothing; once the
-// held one is answered, there is room again.
-func TestPublishBodiesInFlightAreBounded(t *testing.T) {
-	started := make(chan struct{}, 1)
-	base := startServer(t, server.Hooks{HTTP: bodyHooks(func(string, string) {
-		select {
-		case started <- struct{}{}:
-		default:
-		}
-	})}, func(c *server.Config) { c.MaxPublishBytes = 1 << 20 })
-	h := holdPublish(t, base, "/v1/tenants/t/topics/held/notify", nil, started)
-	resp, err := http.Post(base+"/v1/tenants/t/topics/x/notify", "application/json", strings.NewReader(`{"a":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 429 || errorCode(t, b) != "overloaded" || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("publish past the budget: %d %s %v", resp.StatusCode, b, resp.Header)
-	}
-	if a := h.finish(t, `{"held":1}`); a.status != 201 {
-		t.Fatalf("held publish: %d %s", a.status, a.body)
-	}
-	if seq := publish(t, base, "x", `{"a":1}`); seq != 1 {
-		t.Fatalf("after the budget freed: seq %d (the refused one was stored)", seq)
-	}
-}
-
 // Quotas answer 429 quota_exceeded with Retry-After and store nothing.
 func TestQuotaRefusalsOverHTTP(t *testing.T) {
 	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.MaxTenantTopics, c.MaxStateBytes = 1, 64 })
@@ -421,46 +392,6 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 	case <-c:
 	case <-time.After(wait):
 		t.Fatalf("waited in vain for %s", what)
-	}
-}
-
-// Bodies read to check a webhook signature, from clients that have shown
-// no credentials yet, come from a share of their own and must arrive
-// within the header timeout: anonymous uploads can neither starve the
-// publishers that have credentials nor hold their share for long.
-func TestUnsignedBodiesHaveTheirOwnShareAndDeadline(t *testing.T) {
-	started := make(chan struct{}, 1)
-	base := startServer(t, server.Hooks{HTTP: bodyHooks(func(string, string) { signal(started) })}, func(c *server.Config) {
-		c.Dev, c.AdminKey = false, adminKey
-		c.MaxPublishBytes, c.HeaderTimeout = 4<<20, 2*time.Second
-	})
-	createTenant(t, base, "u")
-	tok := mint(t, base, "u", `{"publish":["*"],"subscribe":["*"]}`)
-	now := strconv.FormatInt(time.Now().Unix(), 10)
-	anon := map[string]string{"webhook-id": "m", "webhook-timestamp": now, "webhook-signature": "v1,bm9wZQ=="}
-	// A 1 MiB upload that never ends holds the whole anonymous share.
-	h := holdPublish(t, base, "/v1/tenants/u/topics/x/notify", anon, started)
-	status, b := do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1", header: anon})
-	if status != 429 || errorCode(t, b) != "overloaded" {
-		t.Fatalf("a second anonymous upload: %d %s", status, b)
-	}
-	status, b = do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1",
-		header: map[string]string{"Authorization": "Bearer " + tok}})
-	if status != 201 {
-		t.Fatalf("a publish with a token while anonymous uploads hold their share: %d %s", status, b)
-	}
-	select {
-	case a := <-h.done:
-		if a.status != 400 || errorCode(t, []byte(a.body)) != "invalid_body" {
-			t.Fatalf("the upload past its deadline: %d %s", a.status, a.body)
-		}
-	case <-time.After(wait):
-		t.Fatal("an anonymous upload that never ends was never cut off")
-	}
-	h.w.Close()
-	status, b = do(t, base, call{method: "POST", path: "/v1/tenants/u/topics/x/notify", body: "1", header: anon})
-	if status != 401 {
-		t.Fatalf("an anonymous upload once the share is free: %d %s", status, b)
 	}
 }
 

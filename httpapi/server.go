@@ -43,10 +43,15 @@ type Config struct {
 	AccessLog bool `env:"EDGEHUB_ACCESS_LOG" help:"Log a line per request: method, route, path (no query string), status, error code, bytes, duration, client address (refused credentials are logged at warn either way)."`
 	// CORSOrigins may use the API from a browser ("*": any origin).
 	CORSOrigins []string `name:"cors-origins" env:"EDGEHUB_CORS_ORIGINS" help:"Origins whose pages may use the API (comma-separated; * for any)."`
-	// UnsignedBodyTimeout is how long a body read to check its webhook
-	// signature (so from a client not yet authenticated) may take. It is
-	// no flag of its own: the server sets it to --header-timeout.
-	UnsignedBodyTimeout time.Duration `kong:"-"`
+	// SpoolDir is where read answers too large for memory wait for their
+	// clients, in unlinked files (empty: the system's temporary
+	// directory). It is no flag of its own: the server sets it to the data
+	// directory on SQLite.
+	SpoolDir string `kong:"-"`
+	// BodyTimeout is how long a publish body may take to arrive once its
+	// headers have: a client that announces a large body and sends it
+	// slowly holds its bytes for no longer than this.
+	BodyTimeout time.Duration `default:"10s" env:"EDGEHUB_BODY_TIMEOUT" help:"Time a publish body has to arrive after its headers; a slower one is 400 invalid_body (0: the 1-minute read timeout)."`
 }
 
 // Tenants is the tenant store of the admin API and of credential checks.
@@ -62,20 +67,22 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
-	// PublishBodies bounds the publish bodies held in flight, server-wide;
-	// UnsignedBodies, a smaller share, those read before their webhook
-	// signature is checked.
-	PublishBodies, UnsignedBodies *limits.Budget
-	Hubs                          *hub.Router
-	Metrics                       *metrics.Metrics
-	Logger                        *slog.Logger
+	// PublishBodies bounds the publish bodies held in flight, server-wide
+	// and per tenant; UnsignedBodies, a smaller budget, those read before
+	// their webhook signature is checked, per tenant, and UnsignedByClient
+	// the same bytes per client address.
+	PublishBodies, UnsignedBodies, UnsignedByClient *limits.Budget
+	Hubs                                            *hub.Router
+	Metrics                                         *metrics.Metrics
+	Logger                                          *slog.Logger
 	// Ready tells /readyz why the server is not ready (nil: it is).
 	Ready func() error
 	// ReadBudget bounds the bytes of read answers (/events, /state; the hub
-	// takes snapshot frames and catch-up pages from the same budget) that
-	// the server holds at once, however many clients stop reading; nil
-	// turns it off.
-	ReadBudget *limits.Budget
+	// takes snapshot frames, catch-up pages and live queues from the same
+	// budget) that the server holds in memory at once, however many
+	// clients stop reading, in all and per tenant; SpoolBudget the bytes
+	// of those answers kept on disk. Nil turns one off.
+	ReadBudget, SpoolBudget *limits.Budget
 }
 
 // Hooks let tests hold a request inside a race window. Nil in production.
@@ -125,8 +132,10 @@ const endGrace = time.Second
 
 // New builds the router.
 func New(cfg Config, deps Deps, hooks Hooks) *Server {
-	if deps.ReadBudget == nil {
-		deps.ReadBudget = limits.NewBudget(0, "read answers")
+	for _, b := range []**limits.Budget{&deps.ReadBudget, &deps.SpoolBudget, &deps.PublishBodies, &deps.UnsignedBodies, &deps.UnsignedByClient} {
+		if *b == nil {
+			*b = limits.NewBudget(0, 0, "")
+		}
 	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())

@@ -191,15 +191,29 @@ func (st *sseStream) open() error {
 }
 
 // hello writes the stream's first frames: the retry hint, hello, and the
-// snapshot if it has one.
+// snapshot if it has one, whose data is written in pieces from its spool
+// at the pace of a read answer: a client that does not read it holds it
+// no longer than one would.
 func (st *sseStream) hello() error {
 	sub := st.sub
 	st.buf = sse.Open(st.s.cfg.Retry, sub.Head(), sub.Position())
-	if snap := sub.Snapshot(); snap != nil {
-		st.buf = sse.AppendSnapshotStart(st.buf, snap.Seq)
-		return st.flush(snap.JSON, sse.FrameEnd)
+	snap := sub.Snapshot()
+	if snap == nil {
+		return st.flush()
 	}
-	return st.flush()
+	st.buf = sse.AppendSnapshotStart(st.buf, snap.Seq)
+	p := st.s.pace()
+	err := snap.Pieces(func(piece []byte) error {
+		parts := append(st.parts[:0], st.buf, piece)
+		err := st.wire.write(p.next(len(st.buf)+len(piece)), parts...)
+		clear(parts)
+		st.buf = st.buf[:0]
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return st.flush(sse.FrameEnd)
 }
 
 // run writes, after the hello, until ctx ends or the hub ends the stream.

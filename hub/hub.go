@@ -265,12 +265,53 @@ func (h *hub) goLive(s *stream, position int64) (live bool, until int64) {
 }
 
 // give arms a stream that joins the live set at position and pushes it the
-// recent commits after position; if they do not fit, it is demoted at once.
+// recent commits after position; if they do not fit, in its queue or in
+// the read budget, it is demoted at once.
 func (h *hub) give(s *stream, position int64) {
 	s.arm(position)
-	if !s.offer(h.recent.after(position)) {
+	items := h.recent.after(position)
+	if len(items) == 0 {
+		return
+	}
+	if !h.pin(items) {
+		s.demote()
+		h.demote(s)
+		return
+	}
+	if !s.offer(items) {
 		h.demote(s)
 	}
+	h.unpin(items)
+}
+
+// pin takes a reference to each of items for the hub while it offers them
+// to live queues, and takes the bytes of those that no queue held from
+// the tenant's share of the read budget: the events that live streams
+// hold are counted there once, however many streams hold them. It takes
+// nothing and says false when the budget has no room: the streams then
+// catch up from the backlog, waiting for room as catching-up streams do.
+func (h *hub) pin(items []*item) bool {
+	var n int64
+	for _, it := range items {
+		if it.refs.Add(1) == 1 {
+			n += int64(len(it.Envelope))
+		}
+	}
+	if h.opts.ReadBudget.Grow(h.tenant, n) {
+		return true
+	}
+	// Only the hub adds references, so the ones it made from none are
+	// still its own alone: taking them back charges and frees nothing.
+	for _, it := range items {
+		it.refs.Add(-1)
+	}
+	return false
+}
+
+// unpin lets go of the hub's references once the items are offered; the
+// bytes of those that no queue took go back.
+func (h *hub) unpin(items []*item) {
+	h.opts.ReadBudget.Shrink(h.tenant, release(items))
 }
 
 // readUntil is how far a stream at position reads the backlog before it
@@ -343,15 +384,24 @@ func (h *hub) demote(s *stream) {
 
 // apply advances the head by a commit's items, which follow it (applyOwn
 // and fetched see to that), and pushes them to the live set; a stream
-// whose queue is full is demoted.
+// whose queue is full is demoted, and so is every live stream when the
+// read budget has no room for the items.
 func (h *hub) apply(items []*item) {
 	h.head = items[len(items)-1].Event.Seq
 	h.recent.add(items)
+	if h.live.len() == 0 {
+		return
+	}
+	if !h.pin(items) {
+		h.demoteAll()
+		return
+	}
 	for s := range h.live.m {
 		if !s.offer(items) {
 			h.demote(s)
 		}
 	}
+	h.unpin(items)
 }
 
 func (h *hub) demoteAll() {
@@ -462,7 +512,7 @@ func (h *hub) fetch(ctx actor.Context) {
 		// The budget holds the read while it is out; what it brings then
 		// joins the recent commits and the live queues, which have bounds
 		// of their own (or is dropped, if the hub has gone).
-		release, refused := opts.ReadBudget.TryTake(2 * fetchBytes)
+		release, refused := opts.ReadBudget.TryTake(tenant, 2*fetchBytes)
 		if refused != nil {
 			opts.root.Send(self, &fetched{err: refused, hints: hints})
 			return

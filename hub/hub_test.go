@@ -531,20 +531,20 @@ func TestJoinJustOutsideRecentReadsOnlyTheMissingRange(t *testing.T) {
 // when the hubs stop.
 func TestRecentBytesComeFromTheBudget(t *testing.T) {
 	const total = 2000 // about 20 envelopes, of the 500 published below
-	budget := limits.NewBudget(total, "recent events")
+	budget := limits.NewBudget(total, 0, "recent events")
 	h := newHarnessWith(t, 1024, budget)
 	for topic := 0; topic < 50; topic++ {
 		for i := 0; i < 10; i++ {
 			h.publishTo(fmt.Sprintf("x%d", topic), `"e"`)
 		}
 	}
-	if budget.Grow(total) {
+	if budget.Grow("", total) {
 		t.Fatal("the budget is untouched while 50 hubs hold recent commits")
 	}
 	h.hubs.EndTenant("t")
 	// Each hub gives its bytes back as it stops, after the manager has let
 	// it go: the deadline is a hang guard.
-	for deadline := time.Now().Add(wait); !budget.Grow(total); {
+	for deadline := time.Now().Add(wait); !budget.Grow("", total); {
 		if time.Now().After(deadline) {
 			t.Fatal("stopped hubs kept bytes of the budget")
 		}
@@ -839,7 +839,7 @@ func TestAnOwnCommitAfterAnotherProcesssWaitsForItsRange(t *testing.T) {
 // a stopped hub would have handed it back is needed.
 func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
 	const total = 1 << 20
-	budget := limits.NewBudget(total, "read answers")
+	budget := limits.NewBudget(total, 0, "read answers")
 	h := newHarnessWith(t, -1, nil, func(o *Options) { o.ReadBudget = budget })
 	st := newStream(1 << 20)
 	recv(t, h.sendWatch(st), "watch")
@@ -864,7 +864,7 @@ func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
 	}
 	close(release)
 	for deadline := time.Now().Add(wait); ; {
-		if give, refused := budget.TryTake(total); refused == nil {
+		if give, refused := budget.TryTake("t", total); refused == nil {
 			give()
 			return
 		}

@@ -53,7 +53,7 @@ func (r *recent) add(items []*item) {
 	for _, it := range items {
 		n += int64(len(it.Envelope))
 	}
-	for !r.budget.Grow(n) {
+	for !r.budget.Grow("", n) {
 		if len(r.items) == 0 {
 			return
 		}
@@ -68,7 +68,7 @@ func (r *recent) add(items []*item) {
 
 func (r *recent) dropOldest() {
 	n := int64(len(r.items[0].Envelope))
-	r.budget.Shrink(n)
+	r.budget.Shrink("", n)
 	r.bytes -= n
 	r.items[0] = nil
 	r.items = r.items[1:]
@@ -76,7 +76,7 @@ func (r *recent) dropOldest() {
 
 // reset empties the buffer and gives its bytes back.
 func (r *recent) reset() {
-	r.budget.Shrink(r.bytes)
+	r.budget.Shrink("", r.bytes)
 	r.items, r.bytes = nil, 0
 }
 

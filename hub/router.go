@@ -14,6 +14,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/spool"
 )
 
 // ErrUnavailable answers a request the hub could not serve: the backlog
@@ -30,9 +31,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics counts demotions (nil: a registry of the router's own).
 	Metrics *metrics.Metrics
-	// ReadBudget bounds the bytes of catch-up pages and snapshots that all
-	// subscriptions hold at once; nil leaves them unbounded.
-	ReadBudget *limits.Budget
+	// ReadBudget bounds the bytes of catch-up pages, snapshots, live
+	// queues and live frames that all subscriptions hold in memory at
+	// once, in all and per tenant; SpoolBudget the bytes of snapshots kept
+	// on disk (in SpoolDir, or the system's temporary directory if empty)
+	// until they are written. Nil leaves them unbounded.
+	ReadBudget, SpoolBudget *limits.Budget
+	SpoolDir                string
 	// StreamBuffer is how many bytes of envelopes a live stream may have
 	// queued before the hub sends it back to read from the backlog.
 	StreamBuffer int
@@ -111,7 +116,10 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 		o.Metrics = metrics.New()
 	}
 	if o.ReadBudget == nil {
-		o.ReadBudget = limits.NewBudget(0, "read answers")
+		o.ReadBudget = limits.NewBudget(0, 0, "read answers")
+	}
+	if o.SpoolBudget == nil {
+		o.SpoolBudget = limits.NewBudget(0, 0, "read answers kept on disk")
 	}
 	if o.RecentEvents == 0 {
 		o.RecentEvents = 1024
@@ -120,7 +128,7 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 		o.RecentEvents = int(o.RetentionEvents)
 	}
 	if o.RecentBudget == nil {
-		o.RecentBudget = limits.NewBudget(0, "recent events")
+		o.RecentBudget = limits.NewBudget(0, 0, "recent events")
 	}
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
@@ -189,15 +197,22 @@ type From struct {
 // budget (the error wraps the *refusal.Error if they are not free now) and
 // are held until the first Next.
 func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*Subscription, error) {
-	sub := &Subscription{router: r, tenant: tenant, topic: topic, hold: r.opts.ReadBudget.Hold()}
+	sub := &Subscription{router: r, tenant: tenant, topic: topic, hold: r.opts.ReadBudget.Hold(tenant),
+		disk: r.opts.SpoolBudget.Hold(tenant), frames: r.opts.ReadBudget.Hold(tenant)}
 	if from.Snapshot && from.Now {
-		st, err := r.opts.Log.State(ctx, tenant, topic, sub.hold.Try)
+		snap := &Snapshot{Spool: spool.New(r.opts.SpoolDir, sub.hold.Try, sub.disk.Try)}
+		seq, err := r.opts.Log.State(ctx, tenant, topic, snap)
+		if err == nil {
+			err = snap.Done()
+		}
+		sub.snapshot = snap
 		if err != nil {
 			sub.hold.Release()
+			sub.dropSnapshot()
 			return nil, fmt.Errorf("snapshot of %s/%s: %w", tenant, topic, err)
 		}
-		sub.snapshot = &st
-		from = From{After: st.Seq}
+		snap.Seq = seq
+		from = From{After: seq}
 		if r.opts.Hooks.AfterSnapshot != nil {
 			r.opts.Hooks.AfterSnapshot(tenant, topic)
 		}
@@ -211,6 +226,7 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 	case j = <-reply:
 	case <-ctx.Done():
 		sub.hold.Release()
+		sub.dropSnapshot()
 		// The hub registers the stream anyway; take it out once it has.
 		go func() {
 			if j := <-reply; j.err == nil {
@@ -221,6 +237,7 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 	}
 	if j.err != nil {
 		sub.hold.Release()
+		sub.dropSnapshot()
 		return nil, j.err
 	}
 	sub.hub, sub.head, sub.position, sub.live, sub.until, sub.freshAfter = j.hub, j.head, j.position, j.live, j.until, j.head

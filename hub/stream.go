@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +17,23 @@ type item struct {
 	// learned is when the process learned that the event was durable, on
 	// the router's clock (Options.clock).
 	learned int64
+	// refs counts the live queues (and the hub, while it offers the item)
+	// that hold the item and have not handed it out: while there is one,
+	// its envelope's bytes are taken, once, from its tenant's share of
+	// the read budget (hub.pin); the last to let go gives them back.
+	refs atomic.Int32
+}
+
+// release lets go of one reference to each of items and returns the bytes
+// of those that nothing holds any more: what the caller gives back to the
+// read budget.
+func release(items []*item) (freed int64) {
+	for _, it := range items {
+		if it.refs.Add(-1) == 0 {
+			freed += int64(len(it.Envelope))
+		}
+	}
+	return freed
 }
 
 // stream is the link between the hub and one subscription. The hub pushes
@@ -49,6 +67,7 @@ type stream struct {
 	through int64
 	demoted bool // the hub stopped pushing; read the backlog after queue
 	ended   bool // the hub is gone; write queue, then close
+	closed  bool // the subscription is closed: nothing more is queued
 }
 
 func newStream(limit int) *stream {
@@ -62,6 +81,17 @@ func (s *stream) take() (items []*item, demoted, ended bool) {
 	defer s.mu.Unlock()
 	items, s.queue, s.bytes = s.queue, nil, 0
 	return items, s.demoted, s.ended
+}
+
+// close stops the queueing for good and hands over what was queued, for a
+// subscription that is closing and lets go of it.
+func (s *stream) close() []*item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	items := s.queue
+	s.queue, s.bytes = nil, 0
+	return items
 }
 
 // isEnded reports whether the hub has ended the stream, taking nothing.
@@ -85,6 +115,9 @@ func (s *stream) arm(position int64) {
 func (s *stream) offer(items []*item) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return true // the hub takes it out when the unwatch comes
+	}
 	added := false
 	for _, it := range items {
 		if it.Event.Seq <= s.through {
@@ -98,6 +131,7 @@ func (s *stream) offer(items []*item) bool {
 			s.signal()
 			return false
 		}
+		it.refs.Add(1)
 		s.queue = append(s.queue, it)
 		s.bytes += len(it.Envelope)
 		s.through = it.Event.Seq

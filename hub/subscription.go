@@ -11,6 +11,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/spool"
 )
 
 // ErrEnded ends a subscription whose hub went away (its tenant was deleted
@@ -45,10 +46,10 @@ type Subscription struct {
 	// The fields down to stream are set by Router.Watch and then fixed.
 	router        *Router
 	tenant, topic string
-	hub           *actor.PID   // the hub it is registered with
-	head          int64        // the hub's head at registration, for hello
-	snapshot      *event.State // the state it starts from, until written
-	stream        *stream      // its link with the hub, shared with it
+	hub           *actor.PID // the hub it is registered with
+	head          int64      // the hub's head at registration, for hello
+	snapshot      *Snapshot  // the state it starts from, until written
+	stream        *stream    // its link with the hub, shared with it
 
 	// The fields below are owned by the goroutine that calls Next.
 
@@ -81,9 +82,26 @@ type Subscription struct {
 	freshAfter int64
 	pushed     bool
 	learned    int64
-	// hold is the read budget's bytes of the snapshot or page being written.
-	hold *limits.Hold
+	// hold is the read budget's bytes of the snapshot or page being
+	// written, disk the spool budget's of the snapshot, and frames the read
+	// budget's of the live frames the last Next handed out past
+	// freeFrameBytes: all of them the tenant's.
+	hold, disk, frames *limits.Hold
 }
+
+// Snapshot is the state a snapshot stream starts from, as of Seq, its
+// encoding waiting in a spool (on disk if it is large) to be written.
+type Snapshot struct {
+	Seq int64
+	*spool.Spool
+}
+
+// freeFrameBytes is how much of the frames one Next hands out from the
+// live queue a stream holds without taking them from the read budget:
+// part of what every stream costs anyway. Past it, a live stream's write
+// buffer is counted too, so that many stalled live streams hold no more
+// than the budget.
+const freeFrameBytes = 4 << 10
 
 // Head is the topic's head when the stream registered (or its snapshot's
 // sequence, if later); Position at first is where the stream starts: the
@@ -96,7 +114,7 @@ func (s *Subscription) Position() int64 { return s.position }
 
 // Snapshot is the topic's state as of Position, to be written before the
 // first Next, or nil if the watch asked for none.
-func (s *Subscription) Snapshot() *event.State { return s.snapshot }
+func (s *Subscription) Snapshot() *Snapshot { return s.snapshot }
 
 // Ready is signalled whenever Next has something to do: events pushed, a
 // page to read, a demotion or the end.
@@ -122,12 +140,13 @@ func (s *Subscription) OnReady(wake func()) {
 // the stream, or ctx.Err().
 func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
 	s.pushed = false
+	s.frames.Release()
 	if len(s.page) == 0 {
 		s.hold.Release()
-		s.snapshot = nil
+		s.dropSnapshot()
 	}
 	if s.live {
-		return s.handLive(enc, b, limit)
+		return s.handLive(ctx, enc, b, limit)
 	}
 	if err := ctx.Err(); err != nil {
 		return b, err
@@ -138,17 +157,37 @@ func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit in
 	return s.catchUp(ctx, enc, b, limit)
 }
 
+// dropSnapshot gives up the snapshot, once it is written, and its bytes.
+func (s *Subscription) dropSnapshot() {
+	if s.snapshot != nil {
+		s.snapshot.Close() //nolint:errcheck // an unlinked file: nothing is lost if its close fails
+		s.snapshot = nil
+	}
+	s.disk.Release()
+}
+
 // handLive hands out what the hub queued; after it, a demotion sends the
-// stream back to the backlog and an end ends it.
-func (s *Subscription) handLive(enc Encoder, b []byte, limit int) ([]byte, error) {
+// stream back to the backlog and an end ends it. Each event handed out is
+// let go of in the queue's count (item.refs); the frames past
+// freeFrameBytes are taken from the read budget first, waiting for room
+// if there is none, until ctx ends.
+func (s *Subscription) handLive(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	var freed int64
+	defer func() { s.router.opts.ReadBudget.Shrink(s.tenant, freed) }()
 	for {
 		for len(s.items) > 0 && len(b) < limit {
 			it := s.items[0]
+			if need := int64(len(b)+len(it.Envelope)+event.EnvelopeOverhead) - freeFrameBytes; need > s.frames.Held() {
+				if err := s.frames.Wait(ctx, max(need-s.frames.Held(), freeFrameBytes)); err != nil {
+					return b, err
+				}
+			}
 			if !s.pushed && it.Event.Seq > s.freshAfter {
 				s.pushed, s.learned = true, it.learned
 			}
 			b = enc.AppendEvent(b, &it.Event, it.Envelope)
 			s.position = it.Event.Seq
+			freed += release(s.items[:1])
 			s.items[0] = nil
 			s.items = s.items[1:]
 		}
@@ -245,7 +284,7 @@ func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit 
 			// The hub may have pushed (or demoted) since it took the
 			// stream live, and that signal may already be spent.
 			s.live, s.freshAfter = true, r.head
-			return s.handLive(enc, b, limit)
+			return s.handLive(ctx, enc, b, limit)
 		case <-s.stream.done:
 			return b, ErrEnded
 		case <-ctx.Done():
@@ -300,5 +339,10 @@ func (s *Subscription) Lag() (lag time.Duration, ok bool) {
 // Close takes the stream out of its hub and gives back what it holds.
 func (s *Subscription) Close() {
 	s.hold.Release()
+	s.frames.Release()
+	s.dropSnapshot()
+	freed := release(s.stream.close()) + release(s.items)
+	s.items = nil
+	s.router.opts.ReadBudget.Shrink(s.tenant, freed)
 	s.router.opts.root.Send(s.hub, &unwatch{stream: s.stream})
 }

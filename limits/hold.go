@@ -6,39 +6,50 @@ import "context"
 // more parts before the bytes are allocated, given back together once
 // what they pay for (an answer, a frame, a page) is written.
 type Hold struct {
-	budget   *Budget
-	releases []func()
+	budget *Budget
+	holder string
+	held   int64
 }
 
-// Hold starts an empty hold on the budget.
-func (b *Budget) Hold() *Hold { return &Hold{budget: b} }
+// Hold starts an empty hold of holder's on the budget.
+func (b *Budget) Hold(holder string) *Hold { return &Hold{budget: b, holder: holder} }
 
 // Try takes n more bytes if they are free now, for an answer that has not
 // started and can still be refused; the error is the *refusal.Error.
 func (h *Hold) Try(n int64) error {
-	release, refused := h.budget.TryTake(n)
-	if refused != nil {
+	n = h.budget.clamp(n)
+	if refused := h.budget.tryTake(h.holder, n); refused != nil {
 		return refused
 	}
-	h.releases = append(h.releases, release)
+	h.held += n
 	return nil
 }
 
 // Wait takes n more bytes, waiting for them until ctx ends, for a stream
 // that is open already and has no status left to refuse with.
 func (h *Hold) Wait(ctx context.Context, n int64) error {
-	release, err := h.budget.Take(ctx, n)
-	if err != nil {
+	n = h.budget.clamp(n)
+	if err := h.budget.wait(ctx, h.holder, n); err != nil {
 		return err
 	}
-	h.releases = append(h.releases, release)
+	h.held += n
 	return nil
+}
+
+// Held is the bytes the hold has taken.
+func (h *Hold) Held() int64 { return h.held }
+
+// Keep gives back all but n of the bytes held (all of them if n is
+// less): what the hold paid for has shrunk to n.
+func (h *Hold) Keep(n int64) {
+	if n < h.held {
+		h.budget.Shrink(h.holder, h.held-max(n, 0))
+		h.held = max(n, 0)
+	}
 }
 
 // Release gives back everything held; the hold can be used again.
 func (h *Hold) Release() {
-	for _, r := range h.releases {
-		r()
-	}
-	h.releases = h.releases[:0]
+	h.budget.Shrink(h.holder, h.held)
+	h.held = 0
 }

@@ -36,11 +36,11 @@ func FuzzPublishParser(f *testing.F) {
 		r.Header.Set("Content-Type", ctype)
 		m, perr := ParseNames(r)
 		if perr == nil {
-			perr = ParseOptions(r, &m, len(body)%2 == 1)
+			perr = ParseOptions(r, &m, Credentials(len(body)%3))
 		}
 		if perr == nil {
 			var got []byte
-			got, perr = ReadBody(r, 1<<20)
+			got, perr = ReadBody(r, 1<<20, func(int64) *refusal.Error { return nil })
 			if perr == nil {
 				req, berr := Build("t", "x", m, got)
 				perr = berr

@@ -56,21 +56,36 @@ func ParseNames(r *http.Request) (Meta, *refusal.Error) {
 	return m, nil
 }
 
+// Credentials says what let a publish in, which decides what its
+// webhook-id header means.
+type Credentials int
+
+const (
+	// Token: a bearer token, which covers no header. A webhook-id beside
+	// it is ignored: only a signature binds one, so a token (perhaps
+	// limited to one topic) cannot claim a tenant's future webhook ids.
+	Token Credentials = iota
+	// Signature: a Standard Webhooks signature, which covers webhook-id.
+	Signature
+	// Dev: none were needed (dev mode); webhook-id is a key there too.
+	Dev
+)
+
 // ParseOptions reads op, idempotency key and batch-ness into m; it runs
-// after credentials. signed says the request was authenticated by its
-// webhook signature, which covers webhook-id but no other header: its
-// webhook-id is then its key, and an Idempotency-Key that differs (one a
-// replayer could choose) is refused. Otherwise an Idempotency-Key wins
-// and is scoped to the topic; a webhook-id alone is scoped to the tenant,
-// so that one delivery can never append to two topics.
-func ParseOptions(r *http.Request, m *Meta, signed bool) *refusal.Error {
+// after credentials, which decide what webhook-id means. Signed as a
+// webhook, the request's webhook-id is its key, and an Idempotency-Key
+// that differs (one a replayer could choose) is refused. Otherwise an
+// Idempotency-Key wins and is scoped to the topic; in dev mode a
+// webhook-id alone is scoped to the tenant, so that one delivery can
+// never append to two topics; with a token it is ignored.
+func ParseOptions(r *http.Request, m *Meta, via Credentials) *refusal.Error {
 	m.Op = r.URL.Query().Get("op")
 	idem, webhookID := r.Header.Get("Idempotency-Key"), r.Header.Get("webhook-id")
 	switch {
-	case signed && idem != "" && idem != webhookID:
+	case via == Signature && idem != "" && idem != webhookID:
 		return refusal.New(refusal.InvalidIdempotencyKey,
 			"a request signed as a webhook is idempotent by its webhook-id; an Idempotency-Key must equal it or be left out")
-	case signed || idem == "":
+	case via == Signature || via == Dev && idem == "":
 		m.IdemKey, m.TenantWideKey = webhookID, webhookID != ""
 	default:
 		m.IdemKey = idem
@@ -96,24 +111,50 @@ func ParseOptions(r *http.Request, m *Meta, signed bool) *refusal.Error {
 	return nil
 }
 
+// bodyPiece is the first part of a body that is admitted and read: a
+// body holds budget bytes for what has arrived, never for what its
+// Content-Length announces, so that a client that announces a megabyte
+// and sends a byte holds no more than this.
+const bodyPiece = 64 << 10
+
 // ReadBody reads at most maxBody bytes of the request body; more is
-// too_large.
-func ReadBody(r *http.Request, maxBody int64) ([]byte, *refusal.Error) {
+// too_large. Before the buffer grows, admit is given the bytes it grows
+// by (a piece, then doubling, never past the Content-Length or maxBody):
+// the caller takes them from its budgets, and a refusal from admit ends
+// the read with that refusal.
+func ReadBody(r *http.Request, maxBody int64, admit func(n int64) *refusal.Error) ([]byte, *refusal.Error) {
 	if r.ContentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, refusal.New(refusal.InvalidBody, "the body did not arrive in time")
-	case err != nil:
-		// The error names the server's own socket; the client needs none of it.
-		return nil, refusal.New(refusal.InvalidBody, "the body could not be read")
+	// One byte past the end is room to see it: the read that finds it
+	// returns io.EOF, or proves the body too large.
+	end := maxBody + 1
+	if r.ContentLength >= 0 {
+		end = r.ContentLength + 1
 	}
-	if int64(len(body)) > maxBody {
-		return nil, tooLarge(maxBody)
+	var body []byte
+	for {
+		if len(body) == cap(body) {
+			grow := min(int64(max(cap(body), bodyPiece)), end-int64(len(body)))
+			if perr := admit(grow); perr != nil {
+				return nil, perr
+			}
+			body = append(make([]byte, 0, int64(len(body))+grow), body...)
+		}
+		n, err := r.Body.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		switch {
+		case int64(len(body)) > maxBody:
+			return nil, tooLarge(maxBody)
+		case errors.Is(err, io.EOF):
+			return body, nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, refusal.New(refusal.InvalidBody, "the body did not arrive in time")
+		case err != nil:
+			// The error names the server's own socket; the client needs none of it.
+			return nil, refusal.New(refusal.InvalidBody, "the body could not be read")
+		}
 	}
-	return body, nil
 }
 
 func tooLarge(maxBody int64) *refusal.Error {

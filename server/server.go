@@ -49,6 +49,10 @@ type Config struct {
 
 	// MaxPublishBytes bounds the publish bodies in flight, server-wide.
 	MaxPublishBytes int64 `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
+	// TenantShare is the part of each server-wide budget one tenant (and,
+	// for bodies awaiting their signature check, one client address) may
+	// hold, so that one cannot deny the others.
+	TenantShare float64 `default:"0.25" env:"EDGEHUB_TENANT_SHARE" help:"Part of each byte budget (publish bodies, read answers, answers on disk) one tenant may hold, and of the unsigned-body budget one client address may; more are 429 overloaded or wait (0 or 1: no share)."`
 	// Quotas: a tenant's stored bytes and topics, a topic's state bytes.
 	MaxTenantBytes  int64         `default:"10737418240" env:"EDGEHUB_MAX_TENANT_BYTES" help:"Bytes of events and state a tenant may store; more are 429 quota_exceeded (0: no cap)."`
 	MaxTenantTopics int64         `default:"100000" env:"EDGEHUB_MAX_TENANT_TOPICS" help:"Topics a tenant may have; more are 429 quota_exceeded (0: no cap)."`
@@ -88,7 +92,10 @@ type Config struct {
 	// MaxReadBytes bounds the bytes of read answers held at once, across
 	// the server (0: no bound); a read past it is 429 overloaded and a
 	// catching-up stream waits.
-	MaxReadBytes int64 `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages) held at once; more are 429 or wait. 0: no bound."`
+	MaxReadBytes int64 `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages, live queues) held in memory at once; more are 429 or wait. 0: no bound."`
+	// MaxSpoolBytes bounds the read answers kept on disk for clients that
+	// are still reading them.
+	MaxSpoolBytes int64 `default:"1073741824" env:"EDGEHUB_MAX_SPOOL_BYTES" help:"Bytes of read answers (events, state, snapshots) kept on disk, in unlinked files of the data directory, for clients still reading them; more are 429. 0: no bound."`
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
@@ -140,6 +147,44 @@ func unsignedBytes(publish int64) int64 {
 		return 0
 	}
 	return max(1, publish/unsignedShare)
+}
+
+// budgets are the server's byte budgets: what clients can make it hold,
+// in memory or on disk, each bounded in all and per tenant (the unsigned
+// bodies' also per client address).
+type budgets struct {
+	publish, unsigned, unsignedByClient, read, spool, recent *limits.Budget
+}
+
+// newBudgets builds the budgets of cfg, each with the configured share
+// for one holder, and exports what each holds as
+// edgehub_budget_held_bytes{budget}.
+func newBudgets(cfg Config, m *metrics.Metrics) budgets {
+	share := func(total int64) int64 {
+		if cfg.TenantShare > 0 && cfg.TenantShare < 1 {
+			return max(1, int64(float64(total)*cfg.TenantShare))
+		}
+		return total
+	}
+	unsigned := unsignedBytes(cfg.MaxPublishBytes)
+	b := budgets{
+		publish:          limits.NewBudget(cfg.MaxPublishBytes, share(cfg.MaxPublishBytes), "publish bodies in flight"),
+		unsigned:         limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
+		unsignedByClient: limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
+		read:             limits.NewBudget(cfg.MaxReadBytes, share(cfg.MaxReadBytes), "read answers"),
+		spool:            limits.NewBudget(cfg.MaxSpoolBytes, share(cfg.MaxSpoolBytes), "read answers kept on disk"),
+		recent:           limits.NewBudget(cfg.MaxRecentBytes, 0, "recent events"),
+	}
+	for name, budget := range map[string]*limits.Budget{
+		"publish_bodies": b.publish, "unsigned_bodies": b.unsigned, "read_answers": b.read,
+		"spooled_answers": b.spool, "recent_events": b.recent,
+	} {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgehub_budget_held_bytes", ConstLabels: prometheus.Labels{"budget": name},
+			Help: "Bytes held of a server-wide budget: publish bodies, webhook bodies awaiting their signature check, read answers and live queues in memory, read answers spooled to disk, recent events.",
+		}, func() float64 { return float64(budget.Held()) }))
+	}
+	return b
 }
 
 // tick is the hub manager's clock: idleness and head checks count in it.
@@ -219,11 +264,16 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	if hooks.ManualTicks {
 		interval = 0
 	}
-	readBudget := limits.NewBudget(cfg.MaxReadBytes, "read answers")
+	b := newBudgets(cfg, m)
+	spoolDir := cfg.Data // on SQLite, the directory this process holds
+	if lock == nil {
+		spoolDir = ""
+	}
 	s.hubs, err = hub.NewRouter(s.system, hub.Options{
-		Log: log, Committer: s.committer, Logger: logger, Metrics: m, ReadBudget: readBudget,
+		Log: log, Committer: s.committer, Logger: logger, Metrics: m, ReadBudget: b.read,
+		SpoolBudget: b.spool, SpoolDir: spoolDir,
 		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize, RecentEvents: cfg.RecentEvents,
-		RecentBudget:    limits.NewBudget(cfg.MaxRecentBytes, "recent events"),
+		RecentBudget:    b.recent,
 		RetentionEvents: cfg.RetentionEvents, RetentionAge: cfg.RetentionAge,
 		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick),
 		Manager: actors.Options{
@@ -238,14 +288,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		return nil, errors.Join(err, log.Close(), unlockDir(lock, ""))
 	}
 	api := cfg.HTTP
-	api.UnsignedBodyTimeout = cfg.HeaderTimeout
+	api.SpoolDir = spoolDir
 	s.api = httpapi.New(api, httpapi.Deps{
-		PublishBodies:  limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
-		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
-		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
-		Limits:     limits.New(cfg.Limits),
-		Ready:      s.readiness,
-		ReadBudget: readBudget,
+		PublishBodies: b.publish, UnsignedBodies: b.unsigned, UnsignedByClient: b.unsignedByClient,
+		Log: log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
+		Limits:      limits.New(cfg.Limits),
+		Ready:       s.readiness,
+		ReadBudget:  b.read,
+		SpoolBudget: b.spool,
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":
