@@ -286,13 +286,22 @@ func (h *hub) readUntil(position int64) int64 {
 // applyOwn applies a commit of this process's: at once if it follows the
 // head; if another process committed a range in between (on a shared
 // log), it waits in ahead while the hub reads that range, so the live
-// streams get both in order without going back to the backlog.
+// streams get both in order without going back to the backlog. A retired
+// hub has no streams left; it hands the commit on instead.
 func (h *hub) applyOwn(ctx actor.Context, items []*item) {
 	if len(items) == 0 {
 		return
 	}
 	first, last := span(items)
 	switch {
+	case h.retiring:
+		// The hub that replaced this one may have read its head before
+		// the commit landed, and hears no hint of it: the process's own
+		// hints are not for it (backlog/hints.go). So this hub sends one;
+		// the manager passes it to the hub that runs for the topic now,
+		// if any, and a hub it starts later reads its head after the
+		// commit.
+		actors.NotifyFrom(ctx, h.key(), &remoteCommit{first: first, last: last})
 	case last <= h.head:
 	case first == h.head+1 && len(h.ahead) == 0:
 		h.apply(items)

@@ -237,7 +237,9 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 
 // EndTenant ends every stream of the tenant and stops its hubs, after the
 // publishes already routed to them; the next message for one of its
-// topics starts a new hub. Deleting or rotating a tenant calls it.
+// topics starts a new hub, which hears of those commits even if it read
+// its head before they landed (hub.applyOwn). Deleting or rotating a
+// tenant calls it.
 func (r *Router) EndTenant(tenant string) {
 	r.manager.StopPrefix(Key(tenant, ""))
 }
