@@ -136,8 +136,9 @@ type hub struct {
 	// after head is in flight.
 	behind   int64
 	fetching bool
-	// hints counts the hints and checks that raised behind, so that a
-	// read knows whether another came while it was out.
+	// hints counts the hints, checks and own commits past the head that
+	// raised behind, so that a read knows whether another came while it
+	// was out.
 	hints uint64
 	// ahead holds this process's own commits (their items) that do not
 	// follow head yet: another process committed the range between, and
@@ -312,6 +313,10 @@ func (h *hub) applyOwn(ctx actor.Context, items []*item) {
 		h.ahead = nil
 	default:
 		h.ahead = append(h.ahead, items)
+		// The commit tells, as a hint would, that the log holds the
+		// range before it: a read already out may not have seen that
+		// range, and its answer must not take behind back down.
+		h.hints++
 		h.behind = max(h.behind, first-1)
 		h.fetch(ctx)
 	}
@@ -490,7 +495,8 @@ func (h *hub) fetch(ctx actor.Context) {
 // backlog, which tells each what it lost. A read that failed (or that the
 // budget refused) is tried again at the next tick. The log's head, as
 // read, is the truth: a hint that named more (of a topic deleted since)
-// is forgotten, unless another came while the read was out.
+// is forgotten, unless another (or an own commit past the head) came while
+// the read was out.
 func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	h.fetching = false
 	if msg.err != nil {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -38,5 +39,37 @@ func TestACommitOfARetiredHubReachesTheHubAfterIt(t *testing.T) {
 				t.Fatalf("the new hub's live stream got %v, want [2]", got)
 			}
 		})
+	}
+}
+
+// An own commit that lands while the hub reads a range another process
+// committed, and that does not follow it (a third commit, whose hint is
+// lost, lies between), is not left waiting by the read's answer, which
+// knew nothing of either: the hub reads on, and its live stream gets all
+// three pushed, in order, with no other hint and no head check.
+func TestAnOwnCommitDuringARangeReadIsNotLeftBehind(t *testing.T) {
+	h := newHarness(t)
+	st := newStream(1 << 20)
+	recv(t, h.sendWatch(st), "watch")
+	read, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f := func() {
+		once.Do(func() {
+			close(read)
+			<-release
+		})
+	}
+	h.afterRead.Store(&f)
+	h.commitElsewhere(1)
+	h.hubs.Remote("t", "x", 1, 1)
+	recv(t, read, "the hub's read of 1") // it has read the log at head 1
+	h.commitElsewhere(1)                 // 2, whose hint is lost
+	if rep := recv(t, h.sendPublish(`"here"`), "publish"); rep.err != nil || rep.result.First != 3 {
+		t.Fatalf("publish: %+v", rep)
+	}
+	// The read's answer reaches the hub after the commit's turn.
+	close(release)
+	if got := pushed(t, st, 3); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("the live stream got %v, want [1 2 3]", got)
 	}
 }
