@@ -108,12 +108,21 @@ func newHarness(t *testing.T) *harness {
 // budget (nil: unbounded), and lets tune change the rest of the options.
 func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget, tune ...func(*Options)) *harness {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var l *backlog.Store
-	var err error
 	var url string
 	if pgtest.Enabled() {
 		url = pgtest.Database(t)
+	}
+	return newHarnessAt(t, url, recentEvents, budget, tune...)
+}
+
+// newHarnessAt is newHarnessWith on the Postgres database at url, or on
+// SQLite if url is empty.
+func newHarnessAt(t *testing.T, url string, recentEvents int, budget *limits.Budget, tune ...func(*Options)) *harness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var l *backlog.Store
+	var err error
+	if url != "" {
 		l, err = backlog.OpenPostgres(context.Background(), url, logger)
 	} else {
 		l, err = backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)

@@ -56,6 +56,10 @@ type Options struct {
 	// CheckTicks is how often, in ticks, a hub with live streams compares
 	// its head with the log's, catching a commit notice that never came.
 	CheckTicks int
+	// Hearing says whether the process hears the hints of the other
+	// processes sharing its log (nil: it always does, as the only process
+	// on its log).
+	Hearing *Hearing
 	// Manager tunes the actor manager that owns the hubs.
 	Manager actors.Options
 	// Hooks are for tests; zero in production.
@@ -121,6 +125,10 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 	}
 	if o.RecentBudget == nil {
 		o.RecentBudget = limits.NewBudget(0, "recent events")
+	}
+	if o.Hearing == nil {
+		o.Hearing = &Hearing{}
+		o.Hearing.Set(true)
 	}
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
