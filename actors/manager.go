@@ -106,6 +106,14 @@ func (m *Manager) Notify(key string, msg any) {
 	m.root.Send(m.pid, &notice{key: key, msg: msg})
 }
 
+// NotifyFrom is Notify from inside a keyed actor, whose parent is its
+// manager: an actor that was retired, and finishes what it had in flight,
+// tells the actor that now runs under its key (if one does) what it
+// learned too late to act on itself.
+func NotifyFrom(ctx actor.Context, key string, msg any) {
+	ctx.Send(ctx.Parent(), &notice{key: key, msg: msg})
+}
+
 // Retire tells a keyed actor that nothing more will be routed to it: it
 // should finish what it has in flight and then stop itself.
 type Retire struct{}

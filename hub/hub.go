@@ -122,6 +122,9 @@ type hub struct {
 	// messages wait in waiting, and loading says a read is in flight.
 	loaded, loading bool
 	waiting         []any
+	// heard is the process's Hearing as the hub began to read its head:
+	// whether it has heard every hint since (forgetIfDeaf).
+	heard uint64
 
 	// live holds the streams at the head: each commit is pushed into their
 	// queues. catchingUp holds the registered streams behind it, reading
@@ -136,8 +139,9 @@ type hub struct {
 	// after head is in flight.
 	behind   int64
 	fetching bool
-	// hints counts the hints and checks that raised behind, so that a
-	// read knows whether another came while it was out.
+	// hints counts the hints, checks and own commits past the head that
+	// raised behind, so that a read knows whether another came while it
+	// was out.
 	hints uint64
 	// ahead holds this process's own commits (their items) that do not
 	// follow head yet: another process committed the range between, and
@@ -167,6 +171,7 @@ func (h *hub) Receive(ctx actor.Context) {
 		}
 		h.route(ctx, msg.Msg)
 	case *goLive:
+		h.forgetIfDeaf()
 		live, until := h.goLive(msg.stream, msg.position)
 		msg.reply <- liveReply{live: live, until: until, head: h.head}
 	case *unwatch:
@@ -186,6 +191,7 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *remoteCommit:
 		h.hints++
 		h.behind = max(h.behind, msg.last)
+		h.logAt(msg.last)
 		h.fetch(ctx)
 	case *fetched:
 		h.fetched(ctx, msg)
@@ -220,6 +226,7 @@ func (h *hub) route(ctx actor.Context, msg any) {
 		if msg.fromNow {
 			position = h.head
 		}
+		h.forgetIfDeaf()
 		live := h.join(msg.stream, position)
 		msg.reply <- joined{head: h.head, position: position, live: live, until: h.readUntil(position), hub: ctx.Self()}
 	}
@@ -327,13 +334,22 @@ func (h *hub) readUntil(position int64) int64 {
 // applyOwn applies a commit of this process's: at once if it follows the
 // head; if another process committed a range in between (on a shared
 // log), it waits in ahead while the hub reads that range, so the live
-// streams get both in order without going back to the backlog.
+// streams get both in order without going back to the backlog. A retired
+// hub has no streams left; it hands the commit on instead.
 func (h *hub) applyOwn(ctx actor.Context, items []*item) {
 	if len(items) == 0 {
 		return
 	}
 	first, last := span(items)
 	switch {
+	case h.retiring:
+		// The hub that replaced this one may have read its head before
+		// the commit landed, and hears no hint of it: the process's own
+		// hints are not for it (backlog/hints.go). So this hub sends one;
+		// the manager passes it to the hub that runs for the topic now,
+		// if any, and a hub it starts later reads its head after the
+		// commit.
+		actors.NotifyFrom(ctx, h.key(), &remoteCommit{first: first, last: last})
 	case last <= h.head:
 	case first == h.head+1 && len(h.ahead) == 0:
 		h.apply(items)
@@ -344,7 +360,12 @@ func (h *hub) applyOwn(ctx actor.Context, items []*item) {
 		h.ahead = nil
 	default:
 		h.ahead = append(h.ahead, items)
+		// The commit tells, as a hint would, that the log holds the
+		// range before it: a read already out may not have seen that
+		// range, and its answer must not take behind back down.
+		h.hints++
 		h.behind = max(h.behind, first-1)
+		h.logAt(last)
 		h.fetch(ctx)
 	}
 }
@@ -458,6 +479,9 @@ func (h *hub) readHead(ctx actor.Context, check bool) {
 		return
 	}
 	h.loading = true
+	if !check {
+		h.heard = h.opts.Hearing.mark()
+	}
 	self, root, store := ctx.Self(), h.opts.root, h.opts.Log
 	tenant, topic := h.tenant, h.topic
 	go func() {
@@ -481,6 +505,7 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 	if msg.check && h.loaded {
 		h.hints++
 		h.behind = max(h.behind, msg.head)
+		h.logAt(msg.head)
 		h.fetch(ctx)
 		return
 	}
@@ -531,7 +556,8 @@ func (h *hub) fetch(ctx actor.Context) {
 // backlog, which tells each what it lost. A read that failed (or that the
 // budget refused) is tried again at the next tick. The log's head, as
 // read, is the truth: a hint that named more (of a topic deleted since)
-// is forgotten, unless another came while the read was out.
+// is forgotten, unless another (or an own commit past the head) came while
+// the read was out.
 func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	h.fetching = false
 	if msg.err != nil {
@@ -541,6 +567,7 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	if h.hints == msg.hints {
 		h.behind = msg.page.Head
 	}
+	h.logAt(msg.page.Head)
 	items := msg.items
 	for len(items) > 0 && items[0].Event.Seq <= h.head {
 		items = items[1:]
@@ -553,6 +580,33 @@ func (h *hub) fetched(ctx actor.Context, msg *fetched) {
 	}
 	h.applyAhead()
 	h.fetch(ctx)
+}
+
+// logAt notes that the log's head has reached head (a hint, a head check,
+// a read or an own commit past the hub's head says so). Count retention
+// keeps the newest RetentionEvents of the log's head, so it may remove
+// every event up to head-RetentionEvents from now on: the recent commits
+// let those go at once, and hold none of them later (a read brings them,
+// say), so a stream behind them reads the log, which gives it the gap it
+// gives on every process. Below the hub's own head, the cap on the recent
+// commits (at most RetentionEvents) does as much already.
+func (h *hub) logAt(head int64) {
+	if h.opts.RetentionEvents > 0 {
+		h.recent.keepAfter(head - h.opts.RetentionEvents)
+	}
+}
+
+// forgetIfDeaf empties the recent commits of a hub that may have missed a
+// hint since it read its head (the process's listener lost its
+// connection): the log may have moved on by any number of commits, and
+// count retention removed what they pushed out, without the hub knowing.
+// A stream behind then reads the log. It runs before every join and
+// every goLive; such a hub is retired once the listener is back
+// (Router.EndAll), and its successor reads its head.
+func (h *hub) forgetIfDeaf() {
+	if !h.opts.Hearing.heardSince(h.heard) {
+		h.recent.reset()
+	}
 }
 
 // skipTo moves the head past commits the hub cannot push: every live

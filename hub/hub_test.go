@@ -44,6 +44,9 @@ type harness struct {
 	readsMu sync.Mutex
 	reads   []pageRead
 	count   atomic.Int64
+	// afterRead, when set, runs inside every backlog read (a catch-up
+	// page, a hinted range) once it has read, before its page goes back.
+	afterRead atomic.Pointer[func()]
 	// passivated counts the hubs the manager stopped as idle.
 	passivated atomic.Int64
 }
@@ -59,6 +62,9 @@ func (r readHook) Read(ctx context.Context, tenant, topic string, after int64, l
 		(*f)()
 	}
 	p, err := r.Store.Read(ctx, tenant, topic, after, limit, maxBytes)
+	if f := r.h.afterRead.Load(); f != nil && *f != nil {
+		(*f)()
+	}
 	r.h.readsMu.Lock()
 	r.h.reads = append(r.h.reads, pageRead{topic: topic, after: after, events: len(p.Events)})
 	r.h.readsMu.Unlock()
@@ -102,12 +108,21 @@ func newHarness(t *testing.T) *harness {
 // budget (nil: unbounded), and lets tune change the rest of the options.
 func newHarnessWith(t *testing.T, recentEvents int, budget *limits.Budget, tune ...func(*Options)) *harness {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var l *backlog.Store
-	var err error
 	var url string
 	if pgtest.Enabled() {
 		url = pgtest.Database(t)
+	}
+	return newHarnessAt(t, url, recentEvents, budget, tune...)
+}
+
+// newHarnessAt is newHarnessWith on the Postgres database at url, or on
+// SQLite if url is empty.
+func newHarnessAt(t *testing.T, url string, recentEvents int, budget *limits.Budget, tune ...func(*Options)) *harness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var l *backlog.Store
+	var err error
+	if url != "" {
 		l, err = backlog.OpenPostgres(context.Background(), url, logger)
 	} else {
 		l, err = backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncFull)

@@ -16,6 +16,9 @@ type recent struct {
 	budget *limits.Budget // shared by every hub; fixed
 	items  []*item        // in sequence order, items[0] the oldest
 	bytes  int64          // of the envelopes in items, taken from budget
+	// floor is the newest sequence number the buffer may no longer hold
+	// (keepAfter): none of its items is numbered at or below it.
+	floor int64
 }
 
 // first is the sequence number of the oldest event buffered, or next (the
@@ -41,13 +44,18 @@ func (r *recent) after(position int64) []*item {
 	return r.items[max(0, position+1-r.items[0].Event.Seq):]
 }
 
-// add appends a commit's items, which follow the newest buffered one. The
-// oldest go to make room, in the count and in the budget; if the budget
-// cannot take the commit even then, the buffer is left empty, which is
-// contiguous too, and the next commit starts it again.
+// add appends a commit's items, which follow the newest buffered one,
+// but those at or below the floor (the buffer holds none of the items
+// before them either). The oldest go to make room, in the count and in
+// the budget; if the budget cannot take the commit even then, the buffer
+// is left empty, which is contiguous too, and the next commit starts it
+// again.
 func (r *recent) add(items []*item) {
 	if r.limit <= 0 {
 		return
+	}
+	for len(items) > 0 && items[0].Event.Seq <= r.floor {
+		items = items[1:]
 	}
 	n := int64(0)
 	for _, it := range items {
@@ -78,6 +86,15 @@ func (r *recent) dropOldest() {
 func (r *recent) reset() {
 	r.budget.Shrink("", r.bytes)
 	r.items, r.bytes = nil, 0
+}
+
+// keepAfter has the buffer hold, from now on, only events numbered above
+// seq: those it holds up to seq go now, and add skips any that come later.
+func (r *recent) keepAfter(seq int64) {
+	r.floor = max(r.floor, seq)
+	for len(r.items) > 0 && r.items[0].Event.Seq <= r.floor {
+		r.dropOldest()
+	}
 }
 
 // expire drops the events committed before cutoff.

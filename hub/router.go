@@ -61,6 +61,10 @@ type Options struct {
 	// CheckTicks is how often, in ticks, a hub with live streams compares
 	// its head with the log's, catching a commit notice that never came.
 	CheckTicks int
+	// Hearing says whether the process hears the hints of the other
+	// processes sharing its log (nil: it always does, as the only process
+	// on its log).
+	Hearing *Hearing
 	// Manager tunes the actor manager that owns the hubs.
 	Manager actors.Options
 	// Hooks are for tests; zero in production.
@@ -129,6 +133,10 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 	}
 	if o.RecentBudget == nil {
 		o.RecentBudget = limits.NewBudget(0, 0, "recent events")
+	}
+	if o.Hearing == nil {
+		o.Hearing = &Hearing{}
+		o.Hearing.Set(true)
 	}
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
@@ -254,7 +262,9 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 
 // EndTenant ends every stream of the tenant and stops its hubs, after the
 // publishes already routed to them; the next message for one of its
-// topics starts a new hub. Deleting or rotating a tenant calls it.
+// topics starts a new hub, which hears of those commits even if it read
+// its head before they landed (hub.applyOwn). Deleting or rotating a
+// tenant calls it.
 func (r *Router) EndTenant(tenant string) {
 	r.manager.StopPrefix(Key(tenant, ""))
 }

@@ -204,8 +204,9 @@ type Server struct {
 	metrics   *metrics.Metrics
 	ready     atomic.Bool
 	// hearing says the hint listener is listening (always, on SQLite):
-	// until it is, commits of other processes could go unheard.
-	hearing    atomic.Bool
+	// until it is, commits of other processes could go unheard. The hubs
+	// read it too.
+	hearing    hub.Hearing
 	stopListen context.CancelFunc
 	listened   chan struct{}
 
@@ -275,7 +276,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize, RecentEvents: cfg.RecentEvents,
 		RecentBudget:    b.recent,
 		RetentionEvents: cfg.RetentionEvents, RetentionAge: cfg.RetentionAge,
-		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick),
+		IdleTicks: max(1, int(cfg.IdleAfter/tick)), CheckTicks: int(cfg.HeadCheck / tick), Hearing: &s.hearing,
 		Manager: actors.Options{
 			TickInterval: interval, OnIdle: hooks.ManagerOnIdle,
 			OnCount:     func(n int) { m.HubsActive.Set(float64(n)) },
@@ -384,7 +385,7 @@ func (s *Server) readiness() error {
 	switch {
 	case !s.ready.Load():
 		return errors.New("the backlog or the actor system is not up")
-	case !s.hearing.Load():
+	case !s.hearing.On():
 		return errors.New("not listening for other processes' commits: the connection to the shared log is down")
 	}
 	return nil
@@ -429,14 +430,16 @@ const listenTimeout = 30 * time.Second
 // listen starts hearing other processes' commits on a shared log, and
 // returns once it hears them: a process that served watches before could
 // miss a commit made between a hub's head read and the listener's LISTEN.
-// Whenever the listener comes back after losing its connection, every
+// While it is down, no hub gives a joining stream its recent commits
+// (hub.Hearing): what the process missed may have pushed them out of the
+// log. Whenever the listener comes back after losing its connection, every
 // stream ends and every hub stops (Router.EndAll), since the hints missed
 // may have ended a tenant.
 func (s *Server) listen(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen, s.listened = cancel, make(chan struct{})
 	if !s.log.Shared() {
-		s.hearing.Store(true)
+		s.hearing.Set(true)
 		close(s.listened)
 		return nil
 	}
@@ -449,7 +452,7 @@ func (s *Server) listen(ctx context.Context) error {
 			Commit:      s.hubs.Remote,
 			TenantEnded: s.hubs.EndTenant,
 			Listening: func(on bool) {
-				s.hearing.Store(on)
+				s.hearing.Set(on)
 				switch {
 				case on && !heard:
 					heard = true
