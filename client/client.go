@@ -5,7 +5,11 @@
 //
 // A Client is safe for concurrent use. Calls that send one request and
 // read one answer retry a temporary refusal (a limit's 429, a 503) up to
-// Client.Retries times; Watch reconnects until its context ends.
+// Client.Retries times; a publish or a read is also sent again when it got
+// no answer (a refused or cut connection). Every publish carries an
+// idempotency key, the caller's or one made for the call, so that none of
+// its attempts can append the event twice. Watch reconnects until its
+// context ends.
 package client
 
 import (
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,10 +42,19 @@ type Client struct {
 	AdminKey string
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
-	// Retries is how many times a call that is refused for now (a 429
-	// other than quota_exceeded, or a 503) is sent again, each time after
-	// the server's Retry-After or a jittered backoff; 0 returns the first
-	// refusal. Watch does not count: it retries until its context ends.
+	// Retries is how many times a call is sent again, each time after the
+	// server's Retry-After or a jittered backoff: after a refusal for now
+	// (a 429 other than quota_exceeded, or a 503) and, for a publish or a
+	// read, after a failure that left it without an answer (a connection
+	// refused while the server restarts, reset or cut before the whole
+	// answer, a timeout). Those are safe to repeat: a read changes
+	// nothing, and every attempt of a publish carries its idempotency key,
+	// so one whose answer was lost after its commit is answered as a
+	// duplicate. An admin write is not sent again without an answer, since
+	// a repeat would not do what one does (a second rotation, a 404 for a
+	// delete that happened). Nothing is sent once the context has ended; 0
+	// returns the first failure. Watch does not count: it retries until
+	// its context ends.
 	Retries int
 }
 
@@ -56,10 +70,16 @@ type APIError struct {
 }
 
 // Temporary reports whether the refusal is one to retry later: a limit
-// (429) or a server that could not serve the request now (503). Neither
-// stored anything, so retrying them is safe. A quota is not: room comes
-// back only when retention or the tenant frees it, so the caller is told
-// at once.
+// (429) or a server that could not serve the request now (503). A 429
+// stored nothing. A 503 on a publish may have: the server answers it when
+// it cannot tell whether its commit took (PostgreSQL lost the connection
+// during COMMIT), and a proxy in front answers it when it gave up waiting.
+// So a 503 does not mean "not stored", and a publish is retried only with
+// the idempotency key of its first attempt, which Publish and PublishBatch
+// always send: if the first attempt was stored, the retry appends nothing
+// and answers its numbers as a duplicate. A quota is not temporary: room
+// comes back only when retention or the tenant frees it, so the caller is
+// told at once.
 func (e *APIError) Temporary() bool {
 	return (e.Status == http.StatusTooManyRequests && e.Code != refusal.QuotaExceeded) ||
 		e.Status == http.StatusServiceUnavailable
@@ -100,21 +120,60 @@ type call struct {
 	what        string // for errors: "publish to acme/orders"
 }
 
-// do sends the call, again after each temporary refusal up to c.Retries
-// times, and decodes a 2xx answer into out (when out is not nil). A
-// refusal is an *APIError.
+// do sends the call, and up to c.Retries times again: after a temporary
+// refusal, and, when the call is safe to repeat, after a failure that
+// left it without an answer. It decodes a 2xx answer into out (when out
+// is not nil). A refusal is an *APIError. Once ctx has ended it sends
+// nothing more, and the last attempt's error comes back with ctx's.
 func (c *Client) do(ctx context.Context, k call, out any) (int, error) {
 	b := backoff{base: 500 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
 		status, err := c.once(ctx, k, out)
-		var apiErr *APIError
-		if err == nil || !errors.As(err, &apiErr) || !apiErr.Temporary() || attempt >= c.Retries {
+		if err == nil || attempt >= c.Retries {
 			return status, err
 		}
-		if err := sleep(ctx, b.next(apiErr.RetryAfter)); err != nil {
-			return 0, err
+		var apiErr *APIError
+		switch {
+		case errors.As(err, &apiErr):
+			if !apiErr.Temporary() {
+				return status, err
+			}
+		case !k.safe() || !unanswered(err):
+			return status, err
+		}
+		var retryAfter time.Duration
+		if apiErr != nil {
+			retryAfter = apiErr.RetryAfter
+		}
+		if serr := sleep(ctx, b.next(retryAfter)); serr != nil {
+			return status, fmt.Errorf("%w; not sent again: %w", err, serr)
 		}
 	}
+}
+
+// safe reports whether sending the call twice does what sending it once
+// does, so that a call left without an answer may be sent again: a read
+// (GET), or a publish, which always carries an idempotency key. It is
+// net/http's own rule for replaying a request on a connection that died.
+func (k call) safe() bool {
+	return k.method == http.MethodGet || k.header.Get("Idempotency-Key") != ""
+}
+
+// unanswered reports whether err is a request's failure to get a whole
+// answer that a later attempt may not meet: a connection refused (as
+// while the server restarts), reset, or closed before the answer was read
+// whole, or a timeout. A name that does not resolve, a certificate that is
+// not trusted or a URL that makes no request is not: every attempt would
+// fail alike.
+func unanswered(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns.IsTemporary || dns.IsTimeout
+	}
+	var op *net.OpError
+	var ne net.Error
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // maxAnswer bounds an answer the client reads: the server bounds its

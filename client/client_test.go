@@ -40,11 +40,22 @@ func config(t *testing.T, edit func(*server.Config)) server.Config {
 // newServer runs a dev-mode server in process for the client's tests.
 func newServer(t *testing.T, edit func(*server.Config)) *httptest.Server {
 	t.Helper()
+	return newWrappedServer(t, edit, nil)
+}
+
+// newWrappedServer is newServer with its handler passed through wrap
+// (when not nil), which stands between the client and the real server.
+func newWrappedServer(t *testing.T, edit func(*server.Config), wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
 	srv, err := server.New(context.Background(), config(t, edit), slog.New(slog.NewTextHandler(io.Discard, nil)), server.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
 		ts.Close()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,7 +24,10 @@ type conn struct {
 }
 
 // cliRetries is how many times a command retries a 429 or 503 (after the
-// server's Retry-After) before it exits with the refusal.
+// server's Retry-After) and, for publish and the reads, a request that got
+// no answer (a server restarting, a cut connection), before it exits with
+// the failure: backing off from half a second, doubling up to 30 s, eight
+// retries wait about a minute and a half, more than a restart takes.
 const cliRetries = 8
 
 func (c *conn) client() *client.Client {
@@ -69,7 +73,7 @@ type publishCmd struct {
 	Type           string `placeholder:"TYPE" help:"Event type (default message)."`
 	Key            string `placeholder:"KEY" help:"Key of a keyed (state) event."`
 	Op             string `placeholder:"OP" enum:"upsert,delete," default:"" help:"upsert or delete, with --key."`
-	IdempotencyKey string `placeholder:"KEY" help:"Idempotency key: a repeat with the same key appends nothing."`
+	IdempotencyKey string `placeholder:"KEY" help:"Idempotency key: a repeat with the same key appends nothing (default: a random one, which the command's own retries reuse)."`
 }
 
 func (p *publishCmd) Run() error {
@@ -86,16 +90,29 @@ func (p *publishCmd) Run() error {
 		if lines := ndjsonLines(body); !json.Valid(body) && lines != nil {
 			r, err := p.client().PublishBatch(ctx, tenant, topic, lines, o)
 			if err != nil {
-				return err
+				return mayBeStored(err, r.IdempotencyKey)
 			}
 			return printJSON(r)
 		}
 	}
 	r, err := p.client().Publish(ctx, tenant, topic, json.RawMessage(body), o)
 	if err != nil {
-		return err
+		return mayBeStored(err, r.IdempotencyKey)
 	}
 	return printJSON(r)
+}
+
+// mayBeStored adds to a failed publish's error that the event may be
+// stored all the same, and how to send it again without storing it twice:
+// with the key its attempts carried. A 503, a lost answer or an interrupt
+// leaves the outcome unknown; only a refusal of the request itself (a 4xx
+// other than 429, which every attempt met) says that nothing was stored.
+func mayBeStored(err error, key string) error {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.Status/100 == 4 && apiErr.Status != http.StatusTooManyRequests {
+		return err
+	}
+	return fmt.Errorf("%w (the event may be stored all the same: publish it again with --idempotency-key %s to store it once)", err, key)
 }
 
 // ndjsonLines is b's lines, each one JSON value, when b is NDJSON, and
