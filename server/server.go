@@ -149,6 +149,29 @@ func unsignedBytes(publish int64) int64 {
 	return max(1, publish/unsignedShare)
 }
 
+// streamHeap is what an open stream holds in the heap outside the
+// budgets, generously (an idle one holds about 9 KiB), and processHeap
+// what the process holds besides its budgets and streams (its code's
+// data, the actor system, the store's caches, the tenants' hubs).
+const (
+	streamHeap  = 16 << 10
+	processHeap = 64 << 20
+)
+
+// HeapBound is the most heap the budgets let clients make the server
+// hold, with its open streams and what it holds of its own: the sum of
+// --max-read-bytes, --max-publish-bytes and --max-recent-bytes, plus
+// 16 KiB per --max-streams and 64 MiB. It is 0, no bound, when any of
+// them is off. Serve sets the runtime's soft memory limit to it, so that
+// the collector works harder before the heap grows past what the budgets
+// allow rather than letting garbage double it.
+func (cfg Config) HeapBound() int64 {
+	if cfg.MaxReadBytes <= 0 || cfg.MaxPublishBytes <= 0 || cfg.MaxRecentBytes <= 0 || cfg.MaxStreams <= 0 {
+		return 0
+	}
+	return cfg.MaxReadBytes + cfg.MaxPublishBytes + cfg.MaxRecentBytes + int64(cfg.MaxStreams)*streamHeap + processHeap
+}
+
 // budgets are the server's byte budgets: what clients can make it hold,
 // in memory or on disk, each bounded in all and per tenant (the unsigned
 // bodies' also per client address).

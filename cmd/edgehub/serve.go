@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +25,7 @@ type serveCmd struct {
 	AdminKeyFile string     `name:"admin-key-file" env:"EDGEHUB_ADMIN_KEY_FILE" help:"File holding the admin API's bearer key."`
 	LogLevel     slog.Level `default:"info" env:"EDGEHUB_LOG_LEVEL" help:"debug, info, warn or error."`
 	LogFormat    string     `default:"text" enum:"text,json" env:"EDGEHUB_LOG_FORMAT" help:"text (key=value) or json (one object a line)."`
+	MemoryLimit  string     `default:"auto" env:"EDGEHUB_MEMORY_LIMIT" help:"Soft limit of the Go heap in bytes, past which the collector works harder: auto (the budgets' sum plus what the open streams and the process need, see docs/operations.md; GOMEMLIMIT, if set, wins), or 0 for none."`
 }
 
 // Validate refuses flag values that would make the server misbehave
@@ -55,7 +59,29 @@ func (s *serveCmd) Validate() error {
 	case (s.TLSCert == "") != (s.TLSKey == ""):
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
+	if _, err := s.memoryLimit(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// memoryLimit is the heap limit --memory-limit asks for: a number of
+// bytes (0: none), or for auto the budgets' sum plus what open streams
+// and the process hold outside them (server.Config.HeapBound); ok is
+// false when the runtime's own limit is to stay (auto with GOMEMLIMIT
+// set, or a budget that is off).
+func (s *serveCmd) memoryLimit() (limit int64, err error) {
+	if s.MemoryLimit != "auto" {
+		n, err := strconv.ParseInt(s.MemoryLimit, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("--memory-limit must be auto or a number of bytes (0: none), not %q", s.MemoryLimit)
+		}
+		return n, nil
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return -1, nil
+	}
+	return s.HeapBound(), nil
 }
 
 // adminKey reads the admin key from --admin-key-file when given (one line;
@@ -93,6 +119,13 @@ func (s *serveCmd) Run() error {
 	adminKey, err := s.adminKey(logger)
 	if err != nil {
 		return err
+	}
+	switch limit, _ := s.memoryLimit(); {
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+		logger.Info("heap limit set", "bytes", limit)
+	case limit == 0:
+		debug.SetMemoryLimit(math.MaxInt64)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
