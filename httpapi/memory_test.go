@@ -445,3 +445,31 @@ func TestWriteDeadlineEndsAStalledReadAnswer(t *testing.T) {
 		t.Fatalf("the stalled client got %d bytes, the whole answer", len(got))
 	}
 }
+
+// A read answer must keep being read: after answerGrace, at least
+// answerRate bytes a second on average. One whose client stops reading is
+// ended then, well within the write timeout (a minute here), and gives
+// back its bytes, on disk and in memory, while its client is still
+// connected.
+func TestAStalledAnswerEndsAtTheMinimumPace(t *testing.T) {
+	base := startTightServer(t, func(c *server.Config) { c.WriteTimeout = time.Minute })
+	for i := 0; i < 4; i++ {
+		publishBig(t, base, "big", "", 512<<10)
+	}
+	a := openStalled(t, base, "/v1/tenants/t/topics/big/events?after=0")
+	waitUntil(t, "the stalled answer is being written", func() bool { return a.queued(t) > 0 })
+	if heldBytes(t, base, "spooled_answers") == 0 {
+		t.Fatal("a 1 MiB answer holds nothing on disk")
+	}
+	// The hang guard is longer than answerGrace, and shorter than the
+	// write timeout.
+	for deadline := time.Now().Add(answerGraceForTests + wait); heldBytes(t, base, "spooled_answers") != 0 || heldBytes(t, base, "read_answers") != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("a stalled answer still holds its bytes past the minimum pace")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// answerGraceForTests is httpapi's answerGrace.
+const answerGraceForTests = 10 * time.Second

@@ -295,3 +295,38 @@ func (p *proc) stallAuthorized(t *testing.T, path, token string) net.Conn {
 	}
 	return conn
 }
+
+// Only a webhook's signature binds its webhook-id: a token limited to one
+// topic that sends a webhook-id header claims nothing (the review's
+// pre-claim), so the real webhook with that id, to another topic of the
+// tenant, is stored; and the token's requests are not made idempotent by
+// the header either.
+func TestATokensWebhookIDClaimsNothing(t *testing.T) {
+	p, secrets, _ := fairServer(t, []string{"alpha"})
+	var tok struct{ Token string }
+	p.adminCall(t, fairKey, "POST", "alpha/tokens", `{"publish":["scoped"],"ttl":"1h"}`, http.StatusCreated, &tok)
+	for want := range []int{1, 2} {
+		req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/tenants/alpha/topics/scoped/notify", strings.NewReader(`{"n":1}`))
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("webhook-id", "msg_future_X")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || !strings.Contains(string(b), fmt.Sprintf(`"seq":%d`, want+1)) {
+			t.Fatalf("token publish %d with a webhook-id: %d %s", want+1, resp.StatusCode, b)
+		}
+	}
+	req := signed(t, p.base+"/v1/tenants/alpha/topics/orders2/notify", secrets["alpha"].WebhookSecret, "msg_future_X", time.Now(), `{"paid":true}`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the real webhook after a token sent its id: %d %s", resp.StatusCode, b)
+	}
+}

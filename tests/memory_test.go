@@ -267,3 +267,34 @@ func TestIdleStreamsHoldLittleEach(t *testing.T) {
 		t.Fatalf("an idle stream holds %.1f KiB; want at most %d", got, idleStreamKiB)
 	}
 }
+
+// Serve sets the runtime's heap limit from the budgets by default (their
+// sum, 16 KiB per stream of --max-streams and 64 MiB), as docs/operations.md
+// says; --memory-limit sets another, and GOMEMLIMIT in the environment
+// wins over auto.
+func TestHeapLimitFollowsTheBudgets(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"defaults", nil, nil, fmt.Sprint(256<<20 + 128<<20 + 64<<20 + 10000*16<<10 + 64<<20)},
+		{"smaller budgets", nil, []string{"--max-read-bytes", "1000", "--max-publish-bytes", "2000", "--max-recent-bytes", "3000", "--max-streams", "1"},
+			fmt.Sprint(6000 + 16<<10 + 64<<20)},
+		{"given", nil, []string{"--memory-limit", "123456789"}, "123456789"},
+		{"GOMEMLIMIT", []string{"GOMEMLIMIT=1GiB"}, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := startAt(t, binary, c.env, t.TempDir(), "127.0.0.1:0", append([]string{"--dev"}, c.args...)...)
+			log := p.logText()
+			got := ""
+			if i := strings.Index(log, "msg=\"heap limit set\" bytes="); i >= 0 {
+				got = strings.Fields(log[i+len("msg=\"heap limit set\" bytes="):])[0]
+			}
+			if got != c.want {
+				t.Fatalf("heap limit %q, want %q:\n%s", got, c.want, log)
+			}
+		})
+	}
+}
