@@ -201,9 +201,11 @@ type From struct {
 
 // Watch registers a stream with its topic's hub and returns its
 // subscription once it is registered: only then may the transport tell
-// its client that it is subscribed. A snapshot's bytes come from the read
-// budget (the error wraps the *refusal.Error if they are not free now) and
-// are held until the first Next.
+// its client that it is subscribed. A snapshot is read into a spool,
+// its piece in memory from the tenant's share of the read budget and the
+// rest on disk from its share of the spool budget (the error wraps the
+// *refusal.Error if they are not free now), held until the first Next
+// after it is written.
 func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*Subscription, error) {
 	sub := &Subscription{router: r, tenant: tenant, topic: topic, hold: r.opts.ReadBudget.Hold(tenant),
 		disk: r.opts.SpoolBudget.Hold(tenant), frames: r.opts.ReadBudget.Hold(tenant)}

@@ -194,14 +194,8 @@ func TestAnonymousBodiesNeverBlockAnotherTenantsWebhooks(t *testing.T) {
 	event := `"` + strings.Repeat("v", 100<<10) + `"`
 	for i := range 10 {
 		req := signed(t, p.base+"/v1/tenants/vic/topics/pay/notify", secrets["vic"].WebhookSecret, fmt.Sprintf("msg_%d", i), time.Now(), event)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("signed webhook %d of the other tenant: %d %s", i, resp.StatusCode, b)
+		if status, b := send(t, req); status != http.StatusCreated {
+			t.Fatalf("signed webhook %d of the other tenant: %d %s", i, status, b)
 		}
 	}
 }
@@ -305,28 +299,28 @@ func TestATokensWebhookIDClaimsNothing(t *testing.T) {
 	p, secrets, _ := fairServer(t, []string{"alpha"})
 	var tok struct{ Token string }
 	p.adminCall(t, fairKey, "POST", "alpha/tokens", `{"publish":["scoped"],"ttl":"1h"}`, http.StatusCreated, &tok)
-	for want := range []int{1, 2} {
+	for want := 1; want <= 2; want++ {
 		req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/tenants/alpha/topics/scoped/notify", strings.NewReader(`{"n":1}`))
 		req.Header.Set("Authorization", "Bearer "+tok.Token)
 		req.Header.Set("webhook-id", "msg_future_X")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated || !strings.Contains(string(b), fmt.Sprintf(`"seq":%d`, want+1)) {
-			t.Fatalf("token publish %d with a webhook-id: %d %s", want+1, resp.StatusCode, b)
+		if status, b := send(t, req); status != http.StatusCreated || !strings.Contains(string(b), fmt.Sprintf(`"seq":%d`, want)) {
+			t.Fatalf("token publish %d with a webhook-id: %d %s", want, status, b)
 		}
 	}
 	req := signed(t, p.base+"/v1/tenants/alpha/topics/orders2/notify", secrets["alpha"].WebhookSecret, "msg_future_X", time.Now(), `{"paid":true}`)
+	if status, b := send(t, req); status != http.StatusCreated {
+		t.Fatalf("the real webhook after a token sent its id: %d %s", status, b)
+	}
+}
+
+// send sends req and returns its answer's status and body.
+func send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("the real webhook after a token sent its id: %d %s", resp.StatusCode, b)
-	}
+	return resp.StatusCode, b
 }
