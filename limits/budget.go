@@ -87,6 +87,27 @@ func (b *Budget) TryTake(holder string, n int64) (release func(), refused *refus
 	return b.releaser(holder, n), nil
 }
 
+// tryGrow takes up to n more bytes for a hold of holder's that holds held
+// already: n, or only what is left of the share if the hold is all the
+// holder holds (it runs alone), or it refuses.
+func (b *Budget) tryGrow(holder string, n, held int64) (int64, *refusal.Error) {
+	if b.total <= 0 {
+		return n, nil
+	}
+	n = b.clamp(n)
+	b.mu.Lock()
+	if b.holders[holder] == held && held+n > b.share {
+		n = b.share - held
+		if b.used+n <= b.total {
+			b.take(holder, n)
+			b.mu.Unlock()
+			return n, nil
+		}
+	}
+	b.mu.Unlock()
+	return n, b.tryTake(holder, n)
+}
+
 // tryTake takes n bytes, clamped already, or refuses.
 func (b *Budget) tryTake(holder string, n int64) *refusal.Error {
 	if b.total <= 0 {

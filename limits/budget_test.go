@@ -65,13 +65,15 @@ func TestBudget(t *testing.T) {
 // fit; a request larger than the share runs alone within it.
 func TestBudgetShares(t *testing.T) {
 	b := NewBudget(100, 25, "things")
-	h := b.Hold("greedy")
+	var hs []*Hold
 	for range 5 {
+		h := b.Hold("greedy")
 		if err := h.Try(5); err != nil {
 			t.Fatalf("within the share: %v", err)
 		}
+		hs = append(hs, h)
 	}
-	err := h.Try(1)
+	err := b.Hold("greedy").Try(1)
 	if err == nil || !strings.Contains(err.Error(), "this tenant") {
 		t.Fatalf("past the share: %v", err)
 	}
@@ -83,16 +85,27 @@ func TestBudgetShares(t *testing.T) {
 	if b.Held() != 100 {
 		t.Fatalf("held %d, want 100", b.Held())
 	}
-	h.Release()
-	if h.Held() != 0 || b.Held() != 75 {
-		t.Fatalf("after release: hold %d, budget %d", h.Held(), b.Held())
+	for _, h := range hs {
+		h.Release()
+	}
+	if b.Held() != 75 {
+		t.Fatalf("after release: budget %d", b.Held())
 	}
 	// Larger than a share: clamped to it, so it runs alone.
+	h := b.Hold("greedy")
 	if err := h.Try(1000); err != nil {
 		t.Fatalf("a request larger than the share, alone: %v", err)
 	}
 	if h.Held() != 25 {
 		t.Fatalf("clamped to %d, want 25", h.Held())
+	}
+	// Having taken the whole share, the hold runs alone: it may grow (an
+	// answer built in parts), while the holder's others may not.
+	if err := h.Try(10); err != nil || h.Held() != 25 {
+		t.Fatalf("a hold that runs alone, growing: %v, holds %d", err, h.Held())
+	}
+	if _, refused := b.TryTake("greedy", 1); refused == nil {
+		t.Fatal("another request of the holder beside one that runs alone")
 	}
 }
 

@@ -16,9 +16,13 @@ func (b *Budget) Hold(holder string) *Hold { return &Hold{budget: b, holder: hol
 
 // Try takes n more bytes if they are free now, for an answer that has not
 // started and can still be refused; the error is the *refusal.Error.
+//
+// A hold that is all its holder holds may grow past the holder's share,
+// as one request larger than the share may: it then holds the share and
+// runs alone, since the holder's other requests find the share taken.
 func (h *Hold) Try(n int64) error {
-	n = h.budget.clamp(n)
-	if refused := h.budget.tryTake(h.holder, n); refused != nil {
+	n, refused := h.budget.tryGrow(h.holder, n, h.held)
+	if refused != nil {
 		return refused
 	}
 	h.held += n
