@@ -62,6 +62,9 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
+	// AdminFailures throttles refused admin keys per client address, on
+	// the admin API and the console's.
+	AdminFailures *limits.Failures
 	// PublishBodies bounds the publish bodies held in flight, server-wide;
 	// UnsignedBodies, a smaller share, those read before their webhook
 	// signature is checked.
@@ -102,6 +105,8 @@ type Server struct {
 	// routes are the router's routes as "METHOD /pattern", in the order
 	// New registers them: what the OpenAPI document must describe.
 	routes []string
+	// adminLog samples the warnings of refused admin keys.
+	adminLog *logSample
 
 	// endCtx is cancelled when the server ends its streams (EndStreams).
 	endCtx  context.Context
@@ -128,7 +133,8 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	if deps.ReadBudget == nil {
 		deps.ReadBudget = limits.NewBudget(0, "read answers")
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}}
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{},
+		adminLog: newLogSample(adminLogEvery, adminLogBurst)}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false

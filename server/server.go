@@ -243,9 +243,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		PublishBodies:  limits.NewBudget(cfg.MaxPublishBytes, "publish bodies in flight"),
 		UnsignedBodies: limits.NewBudget(unsignedBytes(cfg.MaxPublishBytes), "webhook bodies awaiting their signature check"),
 		Log:            log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
-		Limits:     limits.New(cfg.Limits),
-		Ready:      s.readiness,
-		ReadBudget: readBudget,
+		Limits:        limits.New(cfg.Limits),
+		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
+		Ready:         s.readiness,
+		ReadBudget:    readBudget,
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

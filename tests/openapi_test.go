@@ -51,6 +51,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	a.adminServer(t)
 	a.limitServer(t)
 	a.readBudgetServer(t)
+	a.throttleServer(t)
 	a.coverage(t)
 }
 
@@ -619,6 +620,30 @@ func (a *api) limitServer(t *testing.T) {
 	s := a.watchStream(t, b, call{path: topicPath("streams", "t", "watch")})
 	a.frames(t, s, "hello")
 	a.do(t, b, call{method: "GET", path: topicPath("streams", "u", "watch"), status: 429, code: refusal.TooManyStreams})
+}
+
+// throttleServer drives the throttle of refused admin keys: once the
+// client's address has spent them (one here, refilling once in 1000 s),
+// every admin and console API route is 429 rate_limited, the right key
+// included.
+func (a *api) throttleServer(t *testing.T) {
+	const key = "k-openapi-throttle-0123456789abcdef0123"
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0", "--admin-failure-burst", "1", "--admin-failure-rate", "0.001")
+	b := p.base
+	admin := map[string]string{"Authorization": "Bearer " + key}
+	a.do(t, b, call{method: "GET", path: "/v1/admin/tenants/acme", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized})
+	for _, c := range []call{
+		{method: "PUT", path: "/v1/admin/tenants/acme"},
+		{method: "GET", path: "/v1/admin/tenants/acme"},
+		{method: "DELETE", path: "/v1/admin/tenants/acme"},
+		{method: "POST", path: "/v1/admin/tenants/acme/rotate"},
+		{method: "POST", path: "/v1/admin/tenants/acme/tokens"},
+		{method: "GET", path: "/console/api/mode"},
+		{method: "GET", path: "/console/api/topics/acme/orders"},
+	} {
+		c.header, c.status, c.code = admin, 429, refusal.RateLimited
+		a.do(t, b, c)
+	}
 }
 
 // readBudgetServer holds the whole read budget with a snapshot stream

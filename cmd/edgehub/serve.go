@@ -42,7 +42,7 @@ func (s *serveCmd) Validate() error {
 	case s.MaxHeaderBytes <= 0:
 		return fmt.Errorf("--max-header-bytes must be positive, not %d", s.MaxHeaderBytes)
 	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0 ||
-		s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
+		s.AdminFailureRate < 0 || s.AdminFailureBurst < 0 || s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
 		return fmt.Errorf("limits must not be negative (0 turns a limit off)")
 	case s.AdminKey != "" && s.AdminKeyFile != "":
 		return fmt.Errorf("give the admin key once: --admin-key (or EDGEHUB_ADMIN_KEY) or --admin-key-file")
