@@ -80,6 +80,7 @@ func consoleHeaders(cacheControl string, h httprouter.Handle) httprouter.Handle 
 		hd.Set("Content-Security-Policy", consoleCSP)
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "DENY") // frame-ancestors 'none' for browsers that predate it
 		hd.Set("Cache-Control", cacheControl)
 		h(w, r, p)
 	}

@@ -127,7 +127,7 @@ func loadAPI(t *testing.T) *api {
 
 // consoleHeaders are on every answer of a console route; the document
 // declares them on its successes.
-var consoleHeaders = []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"}
+var consoleHeaders = []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options"}
 
 // call is one request and the answer the test expects.
 type call struct {
