@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -198,5 +201,78 @@ func TestAdminKeyRefusalsAreSampledInTheLog(t *testing.T) {
 	if warnings != lines || 10*warnings > sent {
 		t.Fatalf("%d refusals wrote %d warnings, %d of them the refusals' lines; want those alone, and far fewer than the refusals:\n%s",
 			sent, warnings, lines, p.logText())
+	}
+}
+
+// signToken makes an HS256 token of claims, a JSON object written as is
+// (a date as a string, say, which no JSON encoder of a date writes).
+func signToken(secret, claims string) string {
+	enc := base64.RawURLEncoding
+	unsigned := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(claims))
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(unsigned))
+	return unsigned + "." + enc.EncodeToString(m.Sum(nil))
+}
+
+// Tokens are read as they are written: an exp or nbf that is not a JSON
+// number is 401, and so is an aud that does not hold the server's
+// audience (by default the URL's tenant, else --token-audience); a token
+// without aud is accepted. ?access_token= is a credential of the stream
+// alone: on notify, events and state it is as if absent.
+func TestTokensAreReadStrictly(t *testing.T) {
+	const key = "admin-key-of-the-strict-token-test-0123456789"
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	nbf := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
+	claims := func(extra string) string {
+		return `{"tenant":"acme","publish":["*"],"subscribe":["*"],"exp":` + exp + extra + `}`
+	}
+	for _, c := range []struct {
+		audience string // --token-audience
+		want     map[string]int
+	}{
+		{"", map[string]int{
+			claims(``): 200, claims(`,"nbf":` + nbf): 200,
+			`{"tenant":"acme","subscribe":["*"],"exp":"` + exp + `"}`: 401,
+			claims(`,"nbf":"` + nbf + `"`):                            401,
+			claims(`,"aud":"acme"`):                                   200,
+			claims(`,"aud":["billing","acme"]`):                       200,
+			claims(`,"aud":"beta"`):                                   401,
+			claims(`,"aud":"hub.example"`):                            401,
+		}},
+		{"hub.example", map[string]int{
+			claims(``):                     200,
+			claims(`,"aud":"hub.example"`): 200,
+			claims(`,"aud":"acme"`):        401,
+		}},
+	} {
+		args := []string{}
+		if c.audience != "" {
+			args = append(args, "--token-audience", c.audience)
+		}
+		p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0", args...)
+		var ten tenantAnswer
+		p.adminCall(t, key, "PUT", "acme", "", http.StatusCreated, &ten)
+		for cl, want := range c.want {
+			if status, _, b := do(t, "GET", p.topicURL("orders", "events"), signToken(ten.SigningSecret, cl), ""); status != want {
+				t.Errorf("--token-audience %q, claims %s: %d %s, want %d", c.audience, cl, status, b, want)
+			}
+		}
+		if c.audience != "" {
+			continue
+		}
+		tok := signToken(ten.SigningSecret, claims(``))
+		for _, r := range []struct{ method, route string }{{"POST", "notify"}, {"GET", "events"}, {"GET", "state"}} {
+			if status, _, b := do(t, r.method, p.topicURL("orders", r.route)+"?access_token="+tok, "", "1"); status != http.StatusUnauthorized {
+				t.Errorf("%s with ?access_token=: %d %s, want 401", r.route, status, b)
+			}
+		}
+		resp, err := http.Get(p.topicURL("orders", "watch") + "?access_token=" + tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("watch with ?access_token=: %d, want 200", resp.StatusCode)
+		}
 	}
 }

@@ -565,12 +565,18 @@ func (a *api) adminServer(t *testing.T) {
 		if route == "notify" {
 			method, h = "POST", asJSON
 		}
+		// access_token is a credential of the stream alone; elsewhere it
+		// is as if absent.
+		viaQuery := call{path: topicPath("acme", "refunds", route) + "?access_token=" + tok.Token, header: h, status: 401, code: refusal.Unauthorized}
+		if route == "watch" {
+			viaQuery.status, viaQuery.code = 403, refusal.Forbidden
+		}
 		for _, c := range []call{
 			{path: topicPath("acme", "orders", route), header: h, status: 401, code: refusal.Unauthorized},
 			{path: topicPath("acme", "orders", route), header: with(h, "Authorization", bad["Authorization"]), status: 401, code: refusal.Unauthorized},
 			{path: topicPath("ghost", "orders", route), header: with(h, "Authorization", bearer["Authorization"]), status: 401, code: refusal.Unauthorized},
 			{path: topicPath("acme", "refunds", route), header: with(h, "Authorization", bearer["Authorization"]), status: 403, code: refusal.Forbidden},
-			{path: topicPath("acme", "refunds", route) + "?access_token=" + tok.Token, header: h, status: 403, code: refusal.Forbidden},
+			viaQuery,
 		} {
 			c.method = method
 			if method == "POST" {
@@ -580,9 +586,9 @@ func (a *api) adminServer(t *testing.T) {
 		}
 	}
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":1}`, status: 201})
-	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify") + "?access_token=" + tok.Token, header: asJSON, body: `{"n":2}`, status: 201})
+	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":2}`, status: 201})
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "events") + "?after=0", header: bearer, status: 200})
-	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state") + "?access_token=" + tok.Token, status: 200})
+	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state"), header: bearer, status: 200})
 	s := a.watchStream(t, b, call{path: topicPath("acme", "orders", "watch") + "?after=1&access_token=" + tok.Token})
 	a.frames(t, s, "message")
 
