@@ -4,9 +4,14 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -68,8 +73,10 @@ var ErrTooLong = fmt.Errorf("%w: the token lives longer than allowed", ErrUnauth
 // secret of the tenant the token names, so that a good token of another
 // tenant is told apart (forbidden) from a bad one (unauthorized). A token
 // whose exp is more than maxTTL (plus Leeway) ahead of now is refused
-// (maxTTL 0: no cap).
-func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action Action, now time.Time, maxTTL time.Duration) error {
+// (maxTTL 0: no cap), and so is one whose claims are not what they seem
+// (strictClaims): an aud, when the token has one, must hold audience, or
+// the tenant's name if audience is empty.
+func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action Action, now time.Time, maxTTL time.Duration, audience string) error {
 	var c Claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(tok *jwt.Token) (any, error) {
 		claims, _ := tok.Claims.(*Claims)
@@ -86,6 +93,12 @@ func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
 	}
+	if audience == "" {
+		audience = tenant
+	}
+	if err := strictClaims(raw, c, audience); err != nil {
+		return err
+	}
 	if maxTTL > 0 && c.ExpiresAt.After(now.Add(maxTTL+Leeway)) {
 		return ErrTooLong
 	}
@@ -97,6 +110,51 @@ func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action
 		return ErrForbidden
 	}
 	return nil
+}
+
+// claimNames are the claims a token is read for. encoding/json, which
+// golang-jwt decodes them with, matches names without regard to case.
+var claimNames = []string{"tenant", "publish", "subscribe", "iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
+
+// strictClaims refuses what golang-jwt lets through, reading the claims
+// of raw (whose signature is good, so whose payload decodes) as they are:
+// a claim of claimNames spelled otherwise ("EXP", "Tenant"), which would
+// stand in for it unseen; an exp or nbf that is not a JSON number (the
+// library reads "1999999999", a string, as a date); an aud, when there is
+// one, that does not hold audience (c is raw's claims as parsed).
+func strictClaims(raw string, c Claims, audience string) error {
+	_, payload, _ := strings.Cut(raw, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return fmt.Errorf("%w: the claims are not base64url: %v", ErrUnauthorized, err)
+	}
+	var claims map[string]json.RawMessage
+	if err := json.Unmarshal(b, &claims); err != nil {
+		return fmt.Errorf("%w: the claims are not a JSON object: %v", ErrUnauthorized, err)
+	}
+	for name := range claims {
+		for _, known := range claimNames {
+			if name != known && strings.EqualFold(name, known) {
+				return fmt.Errorf("%w: the claim %q is not spelled %q", ErrUnauthorized, name, known)
+			}
+		}
+	}
+	for _, name := range []string{"exp", "nbf"} {
+		if v, ok := claims[name]; ok && !isNumber(v) {
+			return fmt.Errorf("%w: the claim %s is not a JSON number", ErrUnauthorized, name)
+		}
+	}
+	if _, ok := claims["aud"]; ok && !slices.Contains(c.Audience, audience) {
+		return fmt.Errorf("%w: the token's aud does not hold %q", ErrUnauthorized, audience)
+	}
+	return nil
+}
+
+// isNumber reports whether v, a valid JSON value, is a number.
+func isNumber(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))
 }
 
 // MatchAny reports whether topic matches one of the patterns, where '*'

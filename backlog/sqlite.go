@@ -44,6 +44,9 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := filepath.Join(dir, "edgehub.db")
+	if err := ownerOnly(path); err != nil {
+		return nil, err
+	}
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous("+strings.ToUpper(string(sync))+")&_pragma=secure_delete(1)&_txlock=immediate")
@@ -64,6 +67,29 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 		listToPurge: listToPurgeSQL,
 		checkpoint:  checkpointSQLite,
 	}}, nil
+}
+
+// ownerOnly makes the database file at path, and its -wal and -shm if
+// they are there, readable and writable by their owner alone (0600): the
+// database holds every tenant's secrets, and a data directory that was
+// there before the server (0755, say) does not keep other users out, nor
+// do files that an older version left 0644. The database file is created
+// here if need be, since SQLite makes its own 0644 and gives the -wal and
+// -shm it creates later the database file's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open backlog %s: %w", path, err)
+	}
+	if err := errors.Join(f.Chmod(0o600), f.Close()); err != nil {
+		return fmt.Errorf("make backlog %s its owner's alone: %w", path, err)
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s its owner's alone: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // migrate applies the embedded migrations under dir of files, and logs

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"golang.org/x/time/rate"
 
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
@@ -26,12 +29,91 @@ func (s *Server) adminRoute(h func(w http.ResponseWriter, r *http.Request, tenan
 			writeError(w, refusal.New(refusal.InvalidName, "tenant names follow the name rules"))
 			return
 		}
-		if !s.adminKeyGiven(r) {
-			writeError(w, refusal.New(refusal.Unauthorized, "the admin API needs the admin key as a bearer token"))
+		if !s.adminAllowed(w, r, "the admin API needs the admin key as a bearer token") {
 			return
 		}
 		h(w, r, tenant)
 	}
+}
+
+// adminAllowed lets r in if it carries the admin key as a bearer token,
+// and otherwise answers it: 429 rate_limited while the client's address
+// has spent its refused keys (limits.Failures), the right key included,
+// so that no one guesses faster than the throttle's rate; else 401 with
+// message. A request that presented a key that is not the admin key
+// spends one failure of its address; one that presented none guesses
+// nothing and spends nothing. Each refusal is a security event, logged
+// at warn here rather than as a request line, and sampled (adminLog) so
+// that a flood of guesses writes a few lines, each with the number of
+// refusals since the last line, instead of one line each.
+func (s *Server) adminAllowed(w http.ResponseWriter, r *http.Request, message string) bool {
+	now := time.Now()
+	client := clientHost(r)
+	if aerr := s.deps.AdminFailures.Admit(client, now); aerr != nil {
+		writeError(w, aerr)
+		return false
+	}
+	if s.adminKeyGiven(r) {
+		return true
+	}
+	reason := "no admin key"
+	if r.Header.Get("Authorization") != "" {
+		reason = "not the admin key"
+		s.deps.AdminFailures.Failed(client, now)
+	}
+	if o := observedOf(w); o != nil {
+		o.logged = true
+	}
+	if unlogged, ok := s.adminLog.take(now); ok {
+		s.deps.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin key refused",
+			slog.String("path", r.URL.Path), slog.String("reason", reason),
+			slog.String("client", r.RemoteAddr), slog.Int("unlogged", unlogged))
+	}
+	writeError(w, refusal.New(refusal.Unauthorized, "%s", message))
+	return false
+}
+
+// clientHost is the address a request came from: its connection's peer,
+// without the port. A header such as X-Forwarded-For is whatever the
+// client writes in it, and so nothing to throttle by.
+func clientHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// The admin key's refusals are logged at most adminLogBurst at once and
+// then one a second (adminLogEvery), server-wide, however many addresses
+// they come from.
+const (
+	adminLogBurst = 10
+	adminLogEvery = time.Second
+)
+
+// logSample lets lines through at a rate, and counts the ones it held
+// back for the next line to tell.
+type logSample struct {
+	mu   sync.Mutex
+	lim  *rate.Limiter
+	held int
+}
+
+func newLogSample(every time.Duration, burst int) *logSample {
+	return &logSample{lim: rate.NewLimiter(rate.Every(every), burst)}
+}
+
+// take reports whether a line may be written now and, if it may, how many
+// were held back since the last one.
+func (l *logSample) take(now time.Time) (held int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.lim.AllowN(now, 1) {
+		l.held++
+		return 0, false
+	}
+	held, l.held = l.held, 0
+	return held, true
 }
 
 // adminKeyGiven reports whether r carries the admin key as a bearer

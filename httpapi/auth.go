@@ -21,14 +21,32 @@ func unauthorized() *refusal.Error {
 }
 
 // token finds a bearer token in the Authorization header (the scheme is
-// case-insensitive) or, for EventSource, which cannot set headers, in
-// ?access_token=; another scheme in the header (a proxy's Basic) does not
-// hide the query parameter.
+// case-insensitive) or, on a stream's route (queryToken), in
+// ?access_token=, for EventSource, which cannot set headers; another
+// scheme in the header (a proxy's Basic) does not hide the query
+// parameter. Elsewhere the query parameter is ignored: a URL ends up in
+// proxies' and browsers' histories, and every other route can be called
+// with a header.
 func token(r *http.Request) string {
 	if scheme, t, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(t)
 	}
+	if r.Context().Value(queryTokenKey{}) == nil {
+		return ""
+	}
 	return r.URL.Query().Get("access_token")
+}
+
+// queryTokenKey marks, in a request's context, a route whose token may
+// come as ?access_token=.
+type queryTokenKey struct{}
+
+// queryToken lets h's requests present their token as ?access_token=:
+// the stream's route, which EventSource opens.
+func queryToken(h topicHandler) topicHandler {
+	return func(w http.ResponseWriter, r *http.Request, tenant, topic string) {
+		h(w, r.WithContext(context.WithValue(r.Context(), queryTokenKey{}, true)), tenant, topic)
+	}
 }
 
 // stillThere checks, outside dev mode, that the tenant authorized at the
@@ -83,7 +101,7 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 		}
 		return s.deps.Tenants.Tenant(ctx, name)
 	}
-	if err := auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL); err != nil {
+	if err := auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL, s.cfg.TokenAudience); err != nil {
 		return t, s.refuseCredentials(r, tenant, topic, "token", err)
 	}
 	return t, nil

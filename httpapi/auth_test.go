@@ -491,17 +491,43 @@ func TestDevModeAdminAPI(t *testing.T) {
 }
 
 // The Bearer scheme is case-insensitive, and another scheme in the header
-// (a proxy's Basic) does not hide ?access_token=.
+// (a proxy's Basic) does not hide a stream's ?access_token=.
 func TestBearerForms(t *testing.T) {
 	base := authServer(t, nil)
 	createTenant(t, base, "forms")
 	tok := mint(t, base, "forms", `{"subscribe":["*"]}`)
+	if status, b := do(t, base, call{method: "GET", path: "/v1/tenants/forms/topics/x/events", header: map[string]string{"Authorization": "bearer " + tok}}); status != 200 {
+		t.Errorf("bearer in lower case: %d %s", status, b)
+	}
+	c := call{method: "GET", path: "/v1/tenants/forms/topics/x/watch?access_token=" + tok, header: map[string]string{"Authorization": "Basic dXNlcjpwdw=="}}
+	if status := watchStatus(t, base, c); status != 200 {
+		t.Errorf("a stream's access_token beside Basic: %d", status)
+	}
+}
+
+// ?access_token= is a credential only on the stream's route, which
+// EventSource opens and which cannot send a header: on notify, events and
+// state it is ignored, as if absent (401 without another credential),
+// and a token there does not hide a webhook signature.
+func TestAccessTokenOnlyOnTheStream(t *testing.T) {
+	base := authServer(t, nil)
+	tn := createTenant(t, base, "q")
+	tok := mint(t, base, "q", `{"publish":["*"],"subscribe":["*"]}`)
 	for _, c := range []call{
-		{method: "GET", path: "/v1/tenants/forms/topics/x/events", header: map[string]string{"Authorization": "bearer " + tok}},
-		{method: "GET", path: "/v1/tenants/forms/topics/x/events?access_token=" + tok, header: map[string]string{"Authorization": "Basic dXNlcjpwdw=="}},
+		{method: "POST", path: "/v1/tenants/q/topics/x/notify?access_token=" + tok, body: "1"},
+		{method: "GET", path: "/v1/tenants/q/topics/x/events?access_token=" + tok},
+		{method: "GET", path: "/v1/tenants/q/topics/x/state?access_token=" + tok},
 	} {
-		if status, b := do(t, base, c); status != 200 {
-			t.Errorf("%v: %d %s", c.header, status, b)
+		if status, b := do(t, base, c); status != 401 || errorCode(t, b) != "unauthorized" {
+			t.Errorf("%s %s: %d %s, want 401 unauthorized", c.method, c.path, status, b)
 		}
+	}
+	if status := watchStatus(t, base, call{method: "GET", path: "/v1/tenants/q/topics/x/watch?access_token=" + tok}); status != 200 {
+		t.Errorf("watch with access_token: %d, want 200", status)
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	hook := map[string]string{"webhook-id": "msg_q", "webhook-timestamp": now, "webhook-signature": sign(tn.WebhookSecret, "msg_q", now, []byte("2"))}
+	if status, b := do(t, base, call{method: "POST", path: "/v1/tenants/q/topics/x/notify?access_token=" + tok, body: "2", header: hook}); status != 201 {
+		t.Errorf("a signed webhook with an access_token in its URL: %d %s, want 201", status, b)
 	}
 }

@@ -80,6 +80,7 @@ func consoleHeaders(cacheControl string, h httprouter.Handle) httprouter.Handle 
 		hd.Set("Content-Security-Policy", consoleCSP)
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "DENY") // frame-ancestors 'none' for browsers that predate it
 		hd.Set("Cache-Control", cacheControl)
 		h(w, r, p)
 	}
@@ -122,16 +123,10 @@ func (s *Server) consoleTopic(w http.ResponseWriter, r *http.Request, tenant, to
 }
 
 // consoleAllowed lets dev mode in, and otherwise the admin key as a bearer
-// token; it answers 401 and reports false for anyone else.
+// token, throttled as the admin API's (adminAllowed); it answers and
+// reports false for anyone else.
 func (s *Server) consoleAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.Dev {
-		return true
-	}
-	if s.adminKeyGiven(r) {
-		return true
-	}
-	writeError(w, refusal.New(refusal.Unauthorized, "the console needs the admin key as a bearer token"))
-	return false
+	return s.cfg.Dev || s.adminAllowed(w, r, "the console needs the admin key as a bearer token")
 }
 
 // countStreams counts the open streams of this server on tenant/topic, on

@@ -13,7 +13,18 @@ const corsHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key
 
 // adminPrefix is where the admin API lives: its answers hold secrets, and
 // no page of any origin has business reading them, so CORS never applies.
-const adminPrefix = "/v1/admin/"
+// Nor does it to the console (consolePath and below), whose API takes the
+// admin key too: a page of another origin could otherwise test keys
+// through its visitors' browsers.
+const (
+	adminPrefix = "/v1/admin/"
+	consolePath = "/console"
+)
+
+// noCORS says whether path is the admin API's or the console's.
+func noCORS(path string) bool {
+	return strings.HasPrefix(path, adminPrefix) || path == consolePath || strings.HasPrefix(path, consolePath+"/")
+}
 
 // cors lets pages of the --cors-origins origins use the API: it answers
 // their preflights and marks their answers readable. "*" is answered with
@@ -26,7 +37,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	}
 	anyOrigin := slices.Contains(s.cfg.CORSOrigins, "*")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, adminPrefix) {
+		if noCORS(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
@@ -29,15 +28,6 @@ type batchAnswer struct {
 // quotaRetry is the Retry-After of a quota refusal: retention or the
 // tenant's own deletes free room on the scale of minutes, not seconds.
 const quotaRetry = time.Minute
-
-// clientHost is the address of the connection's peer, without its port:
-// what per-client bounds count by (no forwarded header is trusted).
-func clientHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
-}
 
 // notify commits a publish and answers only once it is durable.
 func (s *Server) notify(w http.ResponseWriter, r *http.Request, tenant, topic string) {

@@ -24,6 +24,9 @@ type observed struct {
 	status int
 	code   refusal.Code
 	bytes  int64
+	// logged says that the route logged the request's security event
+	// itself (sampled: adminAllowed), so its request line is not one.
+	logged bool
 }
 
 func (o *observed) WriteHeader(status int) {
@@ -119,12 +122,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 }
 
 // securityEvent says whether an answer reads as someone trying what they
-// may not: refused credentials (401, 403, the admin API's included), or an
-// idempotency key reused for another request or set beside a webhook's id
-// (a signed webhook replayed on another topic, or with another body or
-// key, reads so).
+// may not, and was not logged as such by its route: refused credentials
+// (401, 403), or an idempotency key reused for another request or set
+// beside a webhook's id (a signed webhook replayed on another topic, or
+// with another body or key, reads so).
 func securityEvent(o *observed) bool {
 	switch {
+	case o.logged:
+		return false
 	case o.status == http.StatusUnauthorized || o.status == http.StatusForbidden:
 		return true
 	case o.code == refusal.IdempotencyKeyReused || o.code == refusal.InvalidIdempotencyKey:

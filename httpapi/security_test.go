@@ -339,6 +339,40 @@ func TestCORSWildcardSparesTheAdminAPI(t *testing.T) {
 	}
 }
 
+// Nor does --cors-origins '*' offer the console to other origins: its
+// API takes the admin key, which a page elsewhere could otherwise test
+// through its visitors' browsers. No preflight of it is answered, and
+// none of its answers names an origin; a path that only begins like it
+// is no console path.
+func TestCORSWildcardSparesTheConsole(t *testing.T) {
+	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.CORSOrigins, c.Dev, c.AdminKey = []string{"*"}, false, adminKey })
+	answer := func(method, path string, header map[string]string) *http.Response {
+		req, _ := http.NewRequest(method, base+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, path := range []string{"/console", "/console/console.js", "/console/api/mode", "/console/api/topics/acme/orders"} {
+		pre := answer("OPTIONS", path, map[string]string{"Origin": "https://any.example", "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization"})
+		if pre.Header.Get("Access-Control-Allow-Origin") != "" || pre.StatusCode == 204 {
+			t.Errorf("preflight of %s allowed: %d %v", path, pre.StatusCode, pre.Header)
+		}
+		get := answer("GET", path, map[string]string{"Origin": "https://any.example", "Authorization": "Bearer " + adminKey})
+		if get.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("GET %s offered to a page: %v", path, get.Header)
+		}
+	}
+	if r := answer("GET", "/consoles", map[string]string{"Origin": "https://any.example"}); r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("/consoles, no console path, was spared: %v", r.Header)
+	}
+}
+
 // Quotas answer 429 quota_exceeded with Retry-After and store nothing.
 func TestQuotaRefusalsOverHTTP(t *testing.T) {
 	base := startServer(t, server.Hooks{}, func(c *server.Config) { c.MaxTenantTopics, c.MaxStateBytes = 1, 64 })

@@ -37,6 +37,10 @@ type Config struct {
 	Retry        time.Duration `default:"2s" env:"EDGEHUB_RETRY" help:"Reconnect hint sent to clients."`
 	MaxBody      int64         `default:"1048576" env:"EDGEHUB_MAX_BODY" help:"Largest publish body in bytes."`
 	WriteTimeout time.Duration `default:"60s" env:"EDGEHUB_WRITE_TIMEOUT" help:"How long one write to a stream may block before the stream is closed."`
+	// TokenAudience is what a token's aud, when it has one, must hold, so
+	// that a token made for another service is not taken here; empty, the
+	// URL's tenant.
+	TokenAudience string `name:"token-audience" env:"EDGEHUB_TOKEN_AUDIENCE" help:"What the aud claim of a token, when it has one, must hold (empty: the name of the tenant in the URL); tokens without aud are accepted."`
 	// AccessLog logs a line per request (no query string, no header). It
 	// is off by default: the line's transient memory, at a stream's start,
 	// grows the resident memory of many idle streams by half.
@@ -67,6 +71,9 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
+	// AdminFailures throttles refused admin keys per client address, on
+	// the admin API and the console's.
+	AdminFailures *limits.Failures
 	// PublishBodies bounds the publish bodies held in flight, server-wide
 	// and per tenant; UnsignedBodies, a smaller budget, those read before
 	// their webhook signature is checked, per tenant, and UnsignedByClient
@@ -109,6 +116,8 @@ type Server struct {
 	// routes are the router's routes as "METHOD /pattern", in the order
 	// New registers them: what the OpenAPI document must describe.
 	routes []string
+	// adminLog samples the warnings of refused admin keys.
+	adminLog *logSample
 
 	// endCtx is cancelled when the server ends its streams (EndStreams).
 	endCtx  context.Context
@@ -137,7 +146,8 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 			*b = limits.NewBudget(0, 0, "")
 		}
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}}
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{},
+		adminLog: newLogSample(adminLogEvery, adminLogBurst)}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
@@ -159,7 +169,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		r.Handle(method, path, named(method+" "+path, h))
 	}
 	route(http.MethodPost, topicPath+"/notify", s.topicRoute(s.notify))
-	route(http.MethodGet, topicPath+"/watch", s.topicRoute(s.watch))
+	route(http.MethodGet, topicPath+"/watch", s.topicRoute(queryToken(s.watch)))
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
 	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
 	const adminPath = "/v1/admin/tenants/:tenant"

@@ -1,5 +1,6 @@
 // Package limits keeps any one client from exhausting the hub: caps on open
-// streams, per tenant and in all, and a publish rate per tenant.
+// streams, per tenant and in all, a publish rate per tenant, and a rate
+// of refused admin keys per client address.
 package limits
 
 import (
@@ -20,6 +21,11 @@ type Config struct {
 	MaxTenantStreams int     `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
 	PublishRate      float64 `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
 	PublishBurst     int     `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
+	// AdminFailureRate and AdminFailureBurst throttle refused admin keys
+	// per client address (Failures): past the burst, every admin request
+	// of the address is 429 until its bucket refills.
+	AdminFailureRate  float64 `default:"1" env:"EDGEHUB_ADMIN_FAILURE_RATE" help:"Refused admin keys per second a client address may make once its burst is spent; past it each admin and console API request of the address is 429, the right key's too (0: no throttle)."`
+	AdminFailureBurst int     `default:"10" env:"EDGEHUB_ADMIN_FAILURE_BURST" help:"Refused admin keys a client address may make at once, before the rate applies."`
 }
 
 // Limits counts what is open and what was spent.

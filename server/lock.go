@@ -27,6 +27,10 @@ func lockDir(dir string) (f *os.File, unclean string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open lock of data directory %s: %w", dir, err)
 	}
+	// Like every file of the directory, the owner's alone, whatever made it.
+	if err := f.Chmod(0o600); err != nil {
+		return nil, "", errors.Join(fmt.Errorf("make the lock of data directory %s its owner's alone: %w", dir, err), f.Close())
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		cerr := f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {

@@ -316,10 +316,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.api = httpapi.New(api, httpapi.Deps{
 		PublishBodies: b.publish, UnsignedBodies: b.unsigned, UnsignedByClient: b.unsignedByClient,
 		Log: log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
-		Limits:      limits.New(cfg.Limits),
-		Ready:       s.readiness,
-		ReadBudget:  b.read,
-		SpoolBudget: b.spool,
+		Limits:        limits.New(cfg.Limits),
+		Ready:         s.readiness,
+		ReadBudget:    b.read,
+		SpoolBudget:   b.spool,
+		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

@@ -165,7 +165,7 @@ func TestConsoleChecksNames(t *testing.T) {
 			if a.status != http.StatusBadRequest || a.code() != refusal.InvalidName {
 				t.Errorf("GET %s: %d %s, want 400 invalid_name", path, a.status, a.body)
 			}
-			if a.header.Get("Cache-Control") != "no-store" || a.header.Get("X-Content-Type-Options") != "nosniff" {
+			if a.header.Get("Cache-Control") != "no-store" || a.header.Get("X-Content-Type-Options") != "nosniff" || a.header.Get("X-Frame-Options") != "DENY" {
 				t.Errorf("GET %s: a refusal without the console's headers: %v", path, a.header)
 			}
 		}
@@ -173,7 +173,8 @@ func TestConsoleChecksNames(t *testing.T) {
 }
 
 // The page, its script and its style carry a Content-Security-Policy that
-// allows only the hub's own origin, no inline script and no framing, and
+// allows only the hub's own origin, no inline script and no framing (and
+// X-Frame-Options: DENY, for browsers older than frame-ancestors), and
 // nosniff; the page has no inline script and no inline event handler.
 func TestConsolePageHeaders(t *testing.T) {
 	p := start(t, t.TempDir())
@@ -194,6 +195,7 @@ func TestConsolePageHeaders(t *testing.T) {
 			"Content-Security-Policy": csp,
 			"X-Content-Type-Options":  "nosniff",
 			"Referrer-Policy":         "no-referrer",
+			"X-Frame-Options":         "DENY",
 		} {
 			if got := a.header.Get(h); got != want {
 				t.Errorf("GET %s: %s %q, want %q", path, h, got, want)

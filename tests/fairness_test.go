@@ -83,7 +83,7 @@ func (p *proc) upload(t *testing.T, from, path string, header http.Header, annou
 	}
 	t.Cleanup(func() { c.Close() })
 	var h strings.Builder
-	header.Write(&h) //nolint:errcheck // a strings.Builder does not fail
+	_ = header.Write(&h) // a strings.Builder does not fail
 	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: edgehub\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
 		path, announce, h.String()); err != nil {
 		t.Fatal(err)

@@ -177,6 +177,12 @@ func (p *proc) client() *client.Client {
 // body: the shape of every plain request a test makes.
 func do(t *testing.T, method, url, bearer, body string) (int, http.Header, []byte) {
 	t.Helper()
+	return doWith(t, http.DefaultClient, method, url, bearer, body)
+}
+
+// doWith is do through c.
+func doWith(t *testing.T, c *http.Client, method, url, bearer, body string) (int, http.Header, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +190,7 @@ func do(t *testing.T, method, url, bearer, body string) (int, http.Header, []byt
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +200,17 @@ func do(t *testing.T, method, url, bearer, body string) (int, http.Header, []byt
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, b
+}
+
+// clientFrom is an HTTP client whose connections come from ip, a
+// loopback address (Linux routes all of 127/8 to lo): the server sees
+// another client address.
+func clientFrom(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 func (p *proc) topicURL(topic, route string) string {

@@ -51,6 +51,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	a.adminServer(t)
 	a.limitServer(t)
 	a.readBudgetServer(t)
+	a.throttleServer(t)
 	a.coverage(t)
 }
 
@@ -126,7 +127,7 @@ func loadAPI(t *testing.T) *api {
 
 // consoleHeaders are on every answer of a console route; the document
 // declares them on its successes.
-var consoleHeaders = []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy"}
+var consoleHeaders = []string{"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "X-Frame-Options"}
 
 // call is one request and the answer the test expects.
 type call struct {
@@ -564,12 +565,18 @@ func (a *api) adminServer(t *testing.T) {
 		if route == "notify" {
 			method, h = "POST", asJSON
 		}
+		// access_token is a credential of the stream alone; elsewhere it
+		// is as if absent.
+		viaQuery := call{path: topicPath("acme", "refunds", route) + "?access_token=" + tok.Token, header: h, status: 401, code: refusal.Unauthorized}
+		if route == "watch" {
+			viaQuery.status, viaQuery.code = 403, refusal.Forbidden
+		}
 		for _, c := range []call{
 			{path: topicPath("acme", "orders", route), header: h, status: 401, code: refusal.Unauthorized},
 			{path: topicPath("acme", "orders", route), header: with(h, "Authorization", bad["Authorization"]), status: 401, code: refusal.Unauthorized},
 			{path: topicPath("ghost", "orders", route), header: with(h, "Authorization", bearer["Authorization"]), status: 401, code: refusal.Unauthorized},
 			{path: topicPath("acme", "refunds", route), header: with(h, "Authorization", bearer["Authorization"]), status: 403, code: refusal.Forbidden},
-			{path: topicPath("acme", "refunds", route) + "?access_token=" + tok.Token, header: h, status: 403, code: refusal.Forbidden},
+			viaQuery,
 		} {
 			c.method = method
 			if method == "POST" {
@@ -579,9 +586,9 @@ func (a *api) adminServer(t *testing.T) {
 		}
 	}
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":1}`, status: 201})
-	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify") + "?access_token=" + tok.Token, header: asJSON, body: `{"n":2}`, status: 201})
+	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":2}`, status: 201})
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "events") + "?after=0", header: bearer, status: 200})
-	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state") + "?access_token=" + tok.Token, status: 200})
+	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state"), header: bearer, status: 200})
 	s := a.watchStream(t, b, call{path: topicPath("acme", "orders", "watch") + "?after=1&access_token=" + tok.Token})
 	a.frames(t, s, "message")
 
@@ -619,6 +626,30 @@ func (a *api) limitServer(t *testing.T) {
 	s := a.watchStream(t, b, call{path: topicPath("streams", "t", "watch")})
 	a.frames(t, s, "hello")
 	a.do(t, b, call{method: "GET", path: topicPath("streams", "u", "watch"), status: 429, code: refusal.TooManyStreams})
+}
+
+// throttleServer drives the throttle of refused admin keys: once the
+// client's address has spent them (one here, refilling once in 1000 s),
+// every admin and console API route is 429 rate_limited, the right key
+// included.
+func (a *api) throttleServer(t *testing.T) {
+	const key = "k-openapi-throttle-0123456789abcdef0123"
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0", "--admin-failure-burst", "1", "--admin-failure-rate", "0.001")
+	b := p.base
+	admin := map[string]string{"Authorization": "Bearer " + key}
+	a.do(t, b, call{method: "GET", path: "/v1/admin/tenants/acme", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized})
+	for _, c := range []call{
+		{method: "PUT", path: "/v1/admin/tenants/acme"},
+		{method: "GET", path: "/v1/admin/tenants/acme"},
+		{method: "DELETE", path: "/v1/admin/tenants/acme"},
+		{method: "POST", path: "/v1/admin/tenants/acme/rotate"},
+		{method: "POST", path: "/v1/admin/tenants/acme/tokens"},
+		{method: "GET", path: "/console/api/mode"},
+		{method: "GET", path: "/console/api/topics/acme/orders"},
+	} {
+		c.header, c.status, c.code = admin, 429, refusal.RateLimited
+		a.do(t, b, c)
+	}
 }
 
 // readBudgetServer holds the whole read budget with a snapshot stream

@@ -65,6 +65,18 @@ func loadConfig(path string) (*fileResolver, error) {
 	return &fileResolver{Resolver: r, path: path, keys: keys}, nil
 }
 
+// holdsAdminKey reports whether the config file at path, which kong has
+// read already, sets the admin key (admin_key, or adminKey).
+func holdsAdminKey(path string) bool {
+	r, err := loadConfig(path)
+	if err != nil {
+		return false
+	}
+	_, snake := r.keys["admin_key"]
+	_, camelCase := r.keys[camel("admin-key")]
+	return snake || camelCase
+}
+
 // fileResolver is kong's resolver of a config file with two changes: a
 // flag whose EDGEHUB_ variable is set takes the variable, not the file
 // (kong would let the file win), so that the order is flag, environment,

@@ -46,7 +46,7 @@ func (s *serveCmd) Validate() error {
 	case s.MaxHeaderBytes <= 0:
 		return fmt.Errorf("--max-header-bytes must be positive, not %d", s.MaxHeaderBytes)
 	case s.MaxStreams < 0 || s.MaxTenantStreams < 0 || s.PublishRate < 0 || s.PublishBurst < 0 ||
-		s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
+		s.AdminFailureRate < 0 || s.AdminFailureBurst < 0 || s.MaxTokenTTL < 0 || s.MaxPublishBytes < 0 || s.MaxTenantBytes < 0 || s.MaxTenantTopics < 0 || s.MaxStateBytes < 0:
 		return fmt.Errorf("limits must not be negative (0 turns a limit off)")
 	case s.AdminKey != "" && s.AdminKeyFile != "":
 		return fmt.Errorf("give the admin key once: --admin-key (or EDGEHUB_ADMIN_KEY) or --admin-key-file")
@@ -98,6 +98,7 @@ func (s *serveCmd) adminKey(logger *slog.Logger) (string, error) {
 		if key == "" {
 			return "", fmt.Errorf("--admin-key-file %s is empty", s.AdminKeyFile)
 		}
+		warnIfShared(logger, s.AdminKeyFile, "the admin key file is readable by other users: make it its owner's alone (chmod 600)")
 		return key, nil
 	}
 	for _, a := range os.Args[1:] {
@@ -109,13 +110,30 @@ func (s *serveCmd) adminKey(logger *slog.Logger) (string, error) {
 	return s.AdminKey, nil
 }
 
-func (s *serveCmd) Run() error {
+// warnIfShared warns, with msg, when the file at path, which holds a
+// secret, is readable by its group or by others: any local user who may
+// read it has the secret.
+func warnIfShared(logger *slog.Logger, path, msg string) {
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm()&0o044 == 0 {
+		return
+	}
+	logger.Warn(msg, "file", path, "mode", fmt.Sprintf("%04o", info.Mode().Perm()))
+}
+
+// Run serves until SIGTERM or SIGINT. Kong hands it the whole command
+// line (root), whose --config file it checks: one that holds the admin
+// key must be its owner's alone, as the key file must.
+func (s *serveCmd) Run(root *cli) error {
 	opts := &slog.HandlerOptions{Level: s.LogLevel}
 	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if s.LogFormat == "json" {
 		handler = slog.NewJSONHandler(os.Stderr, opts)
 	}
 	logger := slog.New(handler)
+	if path := string(root.Config); path != "" && holdsAdminKey(path) {
+		warnIfShared(logger, path, "the config file holds admin_key and is readable by other users: make it its owner's alone (chmod 600)")
+	}
 	adminKey, err := s.adminKey(logger)
 	if err != nil {
 		return err
