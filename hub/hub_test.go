@@ -259,6 +259,14 @@ func holdIn(p *atomic.Pointer[func()]) (<-chan struct{}, func()) {
 	}
 }
 
+// holdFirst is a hook that holds its first caller until release, with a
+// channel that is closed once it holds it; later callers pass.
+func holdFirst() (hook func(), entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return func() { once.Do(func() { close(in); <-out }) }, in, func() { close(out) }
+}
+
 // The hub has decided it is idle and is about to say so; a publish and a
 // watch reach the manager first. The manager must see that its count of
 // routed messages is ahead of the hub's report and keep the hub.
@@ -776,14 +784,8 @@ func TestAHeldCommitElsewhereIsDeliveredFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	other.BeforeCommit = func() {
-		once.Do(func() {
-			close(entered)
-			<-release
-		})
-	}
+	hook, entered, release := holdFirst()
+	other.BeforeCommit = hook
 	sub, err := h.hubs.Watch(ctx, "t", "x", From{Now: true})
 	if err != nil {
 		t.Fatal(err)
@@ -821,7 +823,7 @@ func TestAHeldCommitElsewhereIsDeliveredFirst(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(release)
+	release()
 	if err := <-elsewhere; err != nil {
 		t.Fatal(err)
 	}
@@ -858,14 +860,7 @@ func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
 	h := newHarnessWith(t, -1, nil, func(o *Options) { o.ReadBudget = budget })
 	st := newStream(1 << 20)
 	recv(t, h.sendWatch(st), "watch")
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f := func() {
-		once.Do(func() {
-			close(entered)
-			<-release
-		})
-	}
+	f, entered, release := holdFirst()
 	h.onRead.Store(&f)
 	h.commitElsewhere(1)
 	h.hubs.Remote("t", "x", 1, 1)
@@ -877,7 +872,7 @@ func TestAFetchOutlivingItsHubGivesBackItsBudget(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(release)
+	release()
 	for deadline := time.Now().Add(wait); ; {
 		if give, refused := budget.TryTake("t", total); refused == nil {
 			give()

@@ -62,14 +62,7 @@ func TestAnOwnCommitDuringARangeReadIsNotLeftBehind(t *testing.T) {
 	h := newHarness(t)
 	st := newStream(1 << 20)
 	recv(t, h.sendWatch(st), "watch")
-	read, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f := func() {
-		once.Do(func() {
-			close(read)
-			<-release
-		})
-	}
+	f, read, release := holdFirst()
 	h.afterRead.Store(&f)
 	h.commitElsewhere(1)
 	h.hubs.Remote("t", "x", 1, 1)
@@ -79,7 +72,7 @@ func TestAnOwnCommitDuringARangeReadIsNotLeftBehind(t *testing.T) {
 		t.Fatalf("publish: %+v", rep)
 	}
 	// The read's answer reaches the hub after the commit's turn.
-	close(release)
+	release()
 	if got := pushed(t, st, 3); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("the live stream got %v, want [1 2 3]", got)
 	}
