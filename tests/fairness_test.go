@@ -3,10 +3,12 @@ package tests
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,4 +325,24 @@ func send(t *testing.T, req *http.Request) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// The budgets' new flags refuse values that would make no sense, with
+// the command line's exit code and the flag's name, before anything is
+// served.
+func TestBadBudgetFlagsAreRefused(t *testing.T) {
+	for _, c := range []struct{ flag, value string }{
+		{"--tenant-share", "2"},
+		{"--tenant-share", "-0.5"},
+		{"--max-spool-bytes", "-1"},
+		{"--body-timeout", "-1s"},
+		{"--memory-limit", "lots"},
+		{"--memory-limit", "-5"},
+	} {
+		out, err := exec.Command(binary, "serve", "--dev", "--addr", "127.0.0.1:0", "--data", t.TempDir(), c.flag, c.value).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), c.flag) {
+			t.Errorf("serve %s %s: %v, want exit 2 naming the flag:\n%s", c.flag, c.value, err, out)
+		}
+	}
 }

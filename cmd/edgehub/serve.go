@@ -56,6 +56,12 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("--retention-age must not be negative (0 keeps events of any age)")
 	case s.MaxReadBytes < 0:
 		return fmt.Errorf("--max-read-bytes must not be negative (0 turns the bound off)")
+	case s.MaxSpoolBytes < 0:
+		return fmt.Errorf("--max-spool-bytes must not be negative (0 turns the bound off)")
+	case s.TenantShare < 0 || s.TenantShare > 1:
+		return fmt.Errorf("--tenant-share must be a fraction from 0 to 1 (0 or 1: no share), not %g", s.TenantShare)
+	case s.BodyTimeout < 0:
+		return fmt.Errorf("--body-timeout must not be negative (0: the read timeout of a minute)")
 	case (s.TLSCert == "") != (s.TLSKey == ""):
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
