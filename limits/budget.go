@@ -48,10 +48,6 @@ func NewBudget(total, share int64, what string) *Budget {
 	return &Budget{total: total, share: share, what: what, holders: map[string]int64{}}
 }
 
-// Share is the most one holder may hold, for callers that size a
-// request against it (0: no bound).
-func (b *Budget) Share() int64 { return b.share }
-
 // Held is the bytes held in all, for metrics and tests.
 func (b *Budget) Held() int64 {
 	b.mu.Lock()
@@ -124,16 +120,6 @@ func (b *Budget) tryTake(holder string, n int64) *refusal.Error {
 	}
 	b.take(holder, n)
 	return nil
-}
-
-// Take waits for n bytes for holder (a stream that is already open has no
-// status to refuse with) until ctx ends.
-func (b *Budget) Take(ctx context.Context, holder string, n int64) (release func(), err error) {
-	n = b.clamp(n)
-	if err := b.wait(ctx, holder, n); err != nil {
-		return nil, err
-	}
-	return b.releaser(holder, n), nil
 }
 
 // wait takes n bytes, clamped already, waiting for them until ctx ends.

@@ -32,20 +32,20 @@ func TestBudget(t *testing.T) {
 	if _, refused := b.TryTake("a", 1); refused == nil {
 		t.Fatal("the budget was given back twice")
 	}
-	got := make(chan func(), 1)
+	got := make(chan *Hold, 1)
 	go func() {
-		rel, err := b.Take(context.Background(), "a", 10)
-		if err != nil {
+		h := b.Hold("a")
+		if err := h.Wait(context.Background(), 10); err != nil {
 			panic(err)
 		}
-		got <- rel
+		got <- h
 	}()
 	big()
-	(<-got)()
+	(<-got).Release()
 	ctx, cancel := context.WithCancel(context.Background())
 	hold, _ := b.TryTake("a", 100)
 	cancel()
-	if _, err := b.Take(ctx, "a", 1); !errors.Is(err, context.Canceled) {
+	if err := b.Hold("a").Wait(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a wait whose context ends: %v", err)
 	}
 	hold()
