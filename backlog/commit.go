@@ -112,6 +112,10 @@ type statements struct {
 	getTopic, newTopic, setTopic                                 *sql.Stmt
 	upsertKey, deleteKey, keySize                                *sql.Stmt
 	getTenant, getUsage, setUsage                                *sql.Stmt
+	// Durable Streams' (streams.go).
+	getStream, putStream, setStream, dropStream, softDelete, addForks *sql.Stmt
+	getProducer, putProducer, dropProducers                           *sql.Stmt
+	trimAll, dropState, setTrimmed, forkEvents                        *sql.Stmt
 }
 
 type statementSQL struct {
@@ -120,10 +124,10 @@ type statementSQL struct {
 }
 
 func (st *statements) list() []statementSQL {
-	return []statementSQL{
-		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&st.insertMany, `INSERT INTO events (topic_id, seq, type, time, key, op, data) VALUES ` +
-			strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?)`},
+	return append(st.streamList(), []statementSQL{
+		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insertMany, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES ` +
+			strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
@@ -145,7 +149,7 @@ func (st *statements) list() []statementSQL {
 		{&st.getUsage, `SELECT bytes, topics FROM usage WHERE tenant = ?`},
 		{&st.setUsage, `INSERT INTO usage (tenant, bytes, topics) VALUES (?, ?, ?)
 			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics`},
-	}
+	}...)
 }
 
 // statements prepares the commit's statements on the writer, once.
@@ -392,6 +396,16 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var sx *streamTx
+	if req.Stream != nil {
+		var r *Result
+		if sx, r, err = a.streamBegin(req, ten, t, now); err != nil || r != nil {
+			if r == nil {
+				return Result{}, err
+			}
+			return *r, nil
+		}
+	}
 	if req.IdemKey != "" {
 		if r, err := a.repeat(req, ten, t); err != nil || r != nil {
 			if r == nil {
@@ -408,6 +422,13 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	for i := range req.Events {
 		added += eventBytes(&req.Events[i])
 	}
+	var forked []event.Event
+	if sx != nil {
+		forked = sx.forked
+	}
+	for i := range forked {
+		added += eventBytes(&forked[i])
+	}
 	if err := a.quota(ten, t, added, delta); err != nil {
 		return Result{Err: err}, nil
 	}
@@ -421,12 +442,20 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	ten.usageChanged = true
 	t.stateBytes += delta
 	t.changed = true
-	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]event.Event, len(req.Events))}
+	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]event.Event, 0, len(forked)+len(req.Events))}
 	nanos := now.UnixNano()
-	for i, e := range req.Events {
+	for _, e := range forked { // numbered as in the fork's source
+		t.head = e.Seq
+		e.Time = now
+		r.Events = append(r.Events, e)
+	}
+	if len(forked) > 0 {
+		r.First = forked[0].Seq
+	}
+	for _, e := range req.Events {
 		t.head++
 		e.Seq, e.Time = t.head, now
-		r.Events[i] = e
+		r.Events = append(r.Events, e)
 	}
 	if err := a.insertEvents(t.id, r.Events, nanos); err != nil {
 		return Result{}, fmt.Errorf("insert events %d..%d of %s/%s: %w", r.First, t.head, req.Tenant, req.Topic, err)
@@ -437,6 +466,11 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		}
 	}
 	r.Last = t.head
+	if sx != nil {
+		if err := a.finish(sx, t, &r, now); err != nil {
+			return Result{}, err
+		}
+	}
 	if req.IdemKey != "" {
 		if err := a.remember(req, ten, t, &r, nanos); err != nil {
 			return Result{}, err
@@ -455,7 +489,7 @@ func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64
 		args := a.args[:0]
 		for i := range events[:insertRows] {
 			e := &events[i]
-			args = append(args, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data))
+			args = append(args, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data), e.Raw)
 		}
 		a.args = args
 		if _, err := a.insertMany.ExecContext(a.ctx, args...); err != nil {
@@ -465,7 +499,7 @@ func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64
 	}
 	for i := range events {
 		e := &events[i]
-		if _, err := a.insert.ExecContext(a.ctx, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data)); err != nil {
+		if _, err := a.insert.ExecContext(a.ctx, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data), e.Raw); err != nil {
 			return err
 		}
 	}

@@ -43,6 +43,9 @@ type Publish struct {
 	IdemKey       string
 	IdemHash      []byte
 	TenantWideKey bool
+	// Stream, if set, makes the request a Durable Streams operation,
+	// checked and applied in the same transaction (streams.go).
+	Stream *StreamOp
 }
 
 // Result is what one Publish came to. A duplicate carries the original
@@ -53,6 +56,8 @@ type Result struct {
 	Duplicate   bool
 	Events      []event.Event
 	Err         error
+	// Stream is a StreamOp's outcome.
+	Stream *StreamResult
 }
 
 // Page is a read after a position. Trimmed is the newest sequence number
@@ -94,6 +99,9 @@ type Log interface {
 	// so that w can refuse a state it has no room for; w's error ends the
 	// read, wrapped.
 	State(ctx context.Context, tenant, topic string, w StateWriter) (seq int64, err error)
+	// Stream reads the Durable Streams stream that tenant/name is, if it
+	// is one, with its topic's head and trim point.
+	Stream(ctx context.Context, tenant, name string) (StreamInfo, bool, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// Ping tells whether the log is open and answering.

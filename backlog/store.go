@@ -263,7 +263,7 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 	p.Head, p.Trimmed = t.head, t.trimmed
 	// Rows at or below the trim point may still exist until they are
 	// purged; readers never see them.
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT seq, type, time, key, op, data FROM events
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT seq, type, time, key, op, data, raw FROM events
 		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`), id, max(after, p.Trimmed), limit)
 	if err != nil {
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
@@ -275,7 +275,7 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 		var e event.Event
 		var nanos int64
 		var data sql.RawBytes // copied only if the event joins the page
-		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data); err != nil {
+		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data, &e.Raw); err != nil {
 			return p, fmt.Errorf("scan event of %s/%s: %w", tenant, topic, err)
 		}
 		if len(p.Events) > 0 && size+len(data) > maxBytes {

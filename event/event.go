@@ -8,6 +8,7 @@
 package event
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -28,6 +29,9 @@ type Event struct {
 	Key  string
 	Op   string
 	Data json.RawMessage
+	// Raw says Data holds bytes as a Durable Streams append sent them, not
+	// JSON: the envelope carries them in base64, with "encoding":"base64".
+	Raw bool
 }
 
 // AppendEnvelope appends the event's envelope, the one JSON shape that both
@@ -48,6 +52,11 @@ func (e *Event) AppendEnvelope(b []byte) []byte {
 		b = append(b, `,"op":"`...)
 		b = append(b, e.Op...)
 		b = append(b, '"')
+	}
+	if e.Raw {
+		b = append(b, `,"encoding":"base64","data":"`...)
+		b = base64.StdEncoding.AppendEncode(b, e.Data)
+		return append(b, `"}`...)
 	}
 	b = append(b, `,"data":`...)
 	b = append(b, e.Data...)
@@ -72,7 +81,11 @@ func EnvelopesBytes(events []Event) int64 {
 	n := int64(EnvelopeOverhead)
 	for i := range events {
 		e := &events[i]
-		n += int64(len(e.Data) + len(e.Type) + len(e.Key) + EnvelopeOverhead)
+		data := len(e.Data)
+		if e.Raw {
+			data = base64.StdEncoding.EncodedLen(data)
+		}
+		n += int64(data + len(e.Type) + len(e.Key) + EnvelopeOverhead)
 	}
 	return n
 }

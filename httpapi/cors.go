@@ -9,7 +9,15 @@ import (
 // corsHeaders are the request headers a browser on another origin may send:
 // a reconnecting EventSource's long Last-Event-ID is one that triggers a
 // preflight.
-const corsHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, Event-Type, Event-Key, webhook-id, webhook-timestamp, webhook-signature"
+const corsHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, Event-Type, Event-Key, webhook-id, webhook-timestamp, webhook-signature, " +
+	// Durable Streams' (package durable).
+	"If-None-Match, Stream-Seq, Stream-TTL, Stream-Expires-At, Stream-Closed, Stream-Forked-From, Stream-Fork-Offset, " +
+	"Stream-Fork-Sub-Offset, Producer-Id, Producer-Epoch, Producer-Seq, Edgehub-Tenant"
+
+// corsExposed are the answer headers such a page may read: the limits'
+// Retry-After, and what Durable Streams clients read of every answer.
+const corsExposed = "Retry-After, ETag, Location, Stream-Next-Offset, Stream-Up-To-Date, Stream-Closed, Stream-Cursor, " +
+	"Stream-TTL, Stream-Expires-At, Stream-Sse-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq"
 
 // adminPrefix is where the admin API lives: its answers hold secrets, and
 // no page of any origin has business reading them, so CORS never applies.
@@ -54,13 +62,13 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		h.Set("Access-Control-Allow-Origin", allow)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, HEAD, DELETE")
 			h.Set("Access-Control-Allow-Headers", corsHeaders)
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		h.Set("Access-Control-Expose-Headers", "Retry-After")
+		h.Set("Access-Control-Expose-Headers", corsExposed)
 		next.ServeHTTP(w, r)
 	})
 }

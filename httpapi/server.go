@@ -90,6 +90,8 @@ type Deps struct {
 	// clients stop reading, in all and per tenant; SpoolBudget the bytes
 	// of those answers kept on disk. Nil turns one off.
 	ReadBudget, SpoolBudget *limits.Budget
+	// Protocols are served beside the native API (Durable Streams).
+	Protocols []Protocol
 }
 
 // Hooks let tests hold a request inside a race window. Nil in production.
@@ -164,10 +166,8 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		writeError(w, refusal.New(refusal.Internal, "internal error"))
 	}
 	const topicPath = "/v1/tenants/:tenant/topics/:topic"
-	route := func(method, path string, h httprouter.Handle) {
-		s.routes = append(s.routes, method+" "+path)
-		r.Handle(method, path, named(method+" "+path, h))
-	}
+	s.router = r
+	route := s.route
 	route(http.MethodPost, topicPath+"/notify", s.topicRoute(s.notify))
 	route(http.MethodGet, topicPath+"/watch", s.topicRoute(queryToken(s.watch)))
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
@@ -196,8 +196,17 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	})
 	route(http.MethodGet, "/openapi.yaml", openapiDocument())
 	s.consoleRoutes(route)
-	s.router = r
+	for _, p := range deps.Protocols {
+		p.Mount(&Gate{s: s})
+	}
 	return s
+}
+
+// route mounts h on the router, named for the access log and counted
+// among the routes that the OpenAPI document describes.
+func (s *Server) route(method, path string, h httprouter.Handle) {
+	s.routes = append(s.routes, method+" "+path)
+	s.router.Handle(method, path, named(method+" "+path, h))
 }
 
 // Handler is the server's http.Handler.

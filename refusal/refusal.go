@@ -45,6 +45,13 @@ const (
 	Unavailable    Code = "unavailable"
 	NotReady       Code = "not_ready"
 	Internal       Code = "internal"
+	// Durable Streams' (docs/api.md): a header it does not take, a write
+	// that conflicts with the stream (closed, another content type, a
+	// sequence number not above the last), a stream deleted while its
+	// forks still read it.
+	InvalidHeader Code = "invalid_header"
+	Conflict      Code = "conflict"
+	Gone          Code = "gone"
 )
 
 // Unknown is no code the server sends: it is what a client calls an
@@ -57,8 +64,12 @@ const Unknown Code = "unknown"
 func (c Code) Status() int {
 	switch c {
 	case InvalidName, InvalidType, InvalidJSON, InvalidPosition, InvalidOp,
-		InvalidTTL, InvalidIdempotencyKey, InvalidBody:
+		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader:
 		return http.StatusBadRequest
+	case Conflict:
+		return http.StatusConflict
+	case Gone:
+		return http.StatusGone
 	case Unauthorized:
 		return http.StatusUnauthorized
 	case Forbidden:

@@ -23,6 +23,7 @@ import (
 
 	"github.com/edgehub/edgehub/actors"
 	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/durable"
 	"github.com/edgehub/edgehub/httpapi"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/limits"
@@ -46,6 +47,9 @@ type Config struct {
 	// HTTP is the routes' side: dev mode, the admin key, token lifetimes,
 	// stream timing, body size and CORS.
 	HTTP `embed:""`
+	// Streams is the Durable Streams protocol's: its dev-mode tenant and
+	// the times of its live reads.
+	Streams `embed:""`
 
 	// MaxPublishBytes bounds the publish bodies in flight, server-wide.
 	MaxPublishBytes int64 `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
@@ -108,8 +112,9 @@ type Config struct {
 // own (cfg.AdminKey, cfg.MaxStreams) while New hands each part its whole
 // struct (cfg.HTTP, cfg.Limits).
 type (
-	HTTP   = httpapi.Config
-	Limits = limits.Config
+	HTTP    = httpapi.Config
+	Limits  = limits.Config
+	Streams = durable.Config
 )
 
 // Defaults is the Config of an empty command line, read from Config's
@@ -321,6 +326,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ReadBudget:    b.read,
 		SpoolBudget:   b.spool,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
+		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams)},
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

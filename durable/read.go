@@ -1,0 +1,499 @@
+package durable
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/refusal"
+)
+
+const (
+	// pageEvents and pageBytes bound one catch-up answer: the protocol's
+	// server-defined chunk, after which the client asks again.
+	pageEvents = 1000
+	pageBytes  = 1 << 20
+	// frameBytes is how much one SSE data event carries at most.
+	frameBytes = 64 << 10
+	// recheck is how often a live read looks at its stream's row, for a
+	// closure or deletion by another process.
+	recheck = time.Second
+)
+
+// find checks a read's credentials and reads its stream: a stream that
+// does not exist (or has expired) is 404, one deleted while forks read
+// it 410.
+func (p *Protocol) find(w http.ResponseWriter, r *http.Request, tenant, name string) (*backlog.StreamInfo, auth.Tenant, bool) {
+	ten, aerr := p.g.AuthorizeRead(r, tenant, name)
+	if aerr != nil {
+		p.g.WriteError(w, aerr)
+		return nil, ten, false
+	}
+	info, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
+	switch {
+	case err != nil:
+		p.g.Logger().Error("read stream", "tenant", tenant, "stream", name, "err", err)
+		p.g.WriteError(w, refusal.New(refusal.Unavailable, "the stream could not be read"))
+		return nil, ten, false
+	case !ok || info.Expired(time.Now()):
+		p.g.WriteError(w, refusal.New(refusal.NotFound, "no such stream"))
+		return nil, ten, false
+	case info.Deleted:
+		p.g.WriteError(w, refusal.New(refusal.Gone, "the stream was deleted"))
+		return nil, ten, false
+	}
+	return &info, ten, true
+}
+
+// head is HEAD: the stream's metadata, never cached.
+func (p *Protocol) head(w http.ResponseWriter, r *http.Request, tenant, name string) {
+	info, _, ok := p.find(w, r, tenant, name)
+	if !ok {
+		return
+	}
+	streamHeaders(w.Header(), info, info.Head)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
+
+// touch restarts a sliding TTL: a read keeps its stream alive.
+func (p *Protocol) touch(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, ten auth.Tenant, tenant, name string) bool {
+	if info.Config.TTL < 0 {
+		return true
+	}
+	_, ok := p.g.CommitQuiet(w, r, &backlog.Publish{Tenant: tenant, Topic: name, Stream: &backlog.StreamOp{Touch: true}}, ten)
+	return ok
+}
+
+// read is GET: catch-up, long-poll or SSE.
+func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name string) {
+	info, ten, ok := p.find(w, r, tenant, name)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	live := q.Get("live")
+	if live != "" && live != "long-poll" && live != "sse" {
+		p.g.WriteError(w, refusal.New(refusal.InvalidPosition, "live must be long-poll or sse"))
+		return
+	}
+	raw, given := q["offset"]
+	if !given && live != "" {
+		p.g.WriteError(w, refusal.New(refusal.InvalidPosition, "a live read needs an offset"))
+		return
+	}
+	o := offset{start: true}
+	if given {
+		var valid bool
+		if o, valid = parseOffset(raw[0]); !valid || len(raw) > 1 {
+			p.g.WriteError(w, refusal.New(refusal.InvalidPosition, "offset must be -1, now, or an offset this server gave"))
+			return
+		}
+	}
+	after := o.seq
+	switch {
+	case o.start:
+		after = info.Start
+	case o.now:
+		after = info.Head
+	}
+	if after < info.Oldest() || (o.start && info.Trimmed > info.Start) {
+		p.g.WriteError(w, refusal.New(refusal.Gone, "retention removed the events after this offset"))
+		return
+	}
+	if !p.touch(w, r, info, ten, tenant, name) {
+		return
+	}
+	switch {
+	case live == "sse":
+		p.sse(w, r, info, tenant, name, after)
+	case live == "long-poll" && (after >= info.Head || o.now):
+		p.longPoll(w, r, info, tenant, name, after)
+	default:
+		p.catchUp(w, r, info, tenant, name, after, o.now, live != "")
+	}
+}
+
+// body builds a read answer's body from events: a JSON array in JSON
+// mode, the bytes one after the other otherwise. A gap (retention)
+// stops it: what follows is not handed out.
+type body struct {
+	json  bool
+	n     int
+	last  int64
+	gap   bool
+	bytes int
+}
+
+// AppendEvent is for the hub's subscription.
+func (c *body) AppendEvent(b []byte, e *event.Event, _ []byte) []byte {
+	if c.gap {
+		return b
+	}
+	if c.json && c.n > 0 {
+		b = append(b, ',')
+	}
+	c.n++
+	c.last = e.Seq
+	return append(b, e.Data...)
+}
+
+// AppendGap is for the hub's subscription: the stream cannot say it.
+func (c *body) AppendGap(b []byte, _, _ int64) []byte {
+	c.gap = true
+	return b
+}
+
+func (c *body) wrap(b []byte) []byte {
+	if !c.json {
+		return b
+	}
+	return append(append([]byte{'['}, b...), ']')
+}
+
+// catchUp answers a page of the events after after.
+func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64, now, live bool) {
+	c := &body{json: jsonMode(info.Config.ContentType)}
+	var b []byte
+	head := info.Head
+	if !now {
+		page, err := p.g.Log().Read(r.Context(), tenant, name, after, pageEvents, pageBytes)
+		if err != nil {
+			p.g.Logger().Error("read stream", "tenant", tenant, "stream", name, "err", err)
+			p.g.WriteError(w, refusal.New(refusal.Unavailable, "the stream could not be read"))
+			return
+		}
+		if page.Trimmed > after {
+			p.g.WriteError(w, refusal.New(refusal.Gone, "retention removed the events after this offset"))
+			return
+		}
+		for i := range page.Events {
+			b = c.AppendEvent(b, &page.Events[i], nil)
+		}
+		head = max(head, page.Head)
+	}
+	next := after
+	if c.n > 0 {
+		next = c.last
+	}
+	h := w.Header()
+	streamHeaders(h, info, next)
+	closed := info.Config.Closed && next >= info.Head
+	if next >= head {
+		h.Set("Stream-Up-To-Date", "true")
+	}
+	if !closed || live {
+		h.Set("Stream-Cursor", cursor(r, time.Now()))
+	}
+	if now {
+		h.Set("Cache-Control", "no-store")
+	} else {
+		h.Set("Cache-Control", p.cacheControl())
+		tag := `"` + strconv.FormatInt(info.TopicID, 10) + ":" + formatOffset(after) + ":" + formatOffset(next)
+		if closed {
+			tag += ":c"
+		}
+		tag += `"`
+		h.Set("ETag", tag)
+		if match := r.Header.Get("If-None-Match"); match != "" && match == tag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	out := c.wrap(b)
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(out) //nolint:errcheck // the client may be gone
+	}
+}
+
+// cacheControl is the protocol's advice for catch-up answers: shared
+// caches only when no credentials guard the streams.
+func (p *Protocol) cacheControl() string {
+	if p.g.Dev() {
+		return "public, max-age=60, stale-while-revalidate=300"
+	}
+	return "private, max-age=60, stale-while-revalidate=300"
+}
+
+// watch registers a live read with the stream's hub, under the stream
+// limits; done gives back what it holds.
+func (p *Protocol) watch(w http.ResponseWriter, r *http.Request, tenant, name string, after int64) (*hub.Subscription, func(), bool) {
+	release, refused := p.g.OpenStream(tenant)
+	if refused != nil {
+		p.g.WriteError(w, refused)
+		return nil, nil, false
+	}
+	sub, err := p.g.Hubs().Watch(r.Context(), tenant, name, hub.From{After: after})
+	if err != nil {
+		release()
+		if r.Context().Err() == nil {
+			p.g.WriteError(w, refusal.New(refusal.Unavailable, "the stream could not be opened"))
+		}
+		return nil, nil, false
+	}
+	return sub, func() { sub.Close(); release() }, true
+}
+
+// longPoll waits, for at most the long-poll time, for events after
+// after, or the stream's closure.
+func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64) {
+	h := w.Header()
+	if info.Config.Closed {
+		streamHeaders(h, info, after)
+		h.Set("Stream-Up-To-Date", "true")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	closing := p.closing.wait(tenant, name)
+	sub, done, ok := p.watch(w, r, tenant, name, after)
+	if !ok {
+		return
+	}
+	defer done()
+	timeout := time.NewTimer(p.cfg.LongPoll)
+	defer timeout.Stop()
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
+	c := &body{json: jsonMode(info.Config.ContentType)}
+	var b []byte
+	for c.n == 0 && !c.gap {
+		select {
+		case <-sub.Ready():
+			var err error
+			if b, err = sub.Next(r.Context(), c, b, pageBytes); err != nil && c.n == 0 {
+				return // the client left, or the server ends its streams: it asks again
+			}
+			continue
+		case <-closing:
+		case <-tick.C:
+		case <-timeout.C:
+			streamHeaders(h, info, after)
+			h.Set("Stream-Up-To-Date", "true")
+			h.Set("Stream-Cursor", cursor(r, time.Now()))
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-r.Context().Done():
+			return
+		case <-p.g.Ending().Done():
+			return
+		}
+		now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
+		switch {
+		case err != nil || !ok || now.Deleted || now.TopicID != info.TopicID:
+			p.g.WriteError(w, refusal.New(refusal.NotFound, "the stream was deleted"))
+			return
+		case now.Config.Closed && now.Head <= after:
+			streamHeaders(h, &now, after)
+			h.Set("Stream-Up-To-Date", "true")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		*info = now
+		closing = p.closing.wait(tenant, name)
+	}
+	if c.gap && c.n == 0 {
+		p.g.WriteError(w, refusal.New(refusal.Gone, "retention removed the events after this offset"))
+		return
+	}
+	now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
+	if err == nil && ok {
+		*info = now
+	}
+	streamHeaders(h, info, c.last)
+	if len(sub.Ready()) == 0 {
+		h.Set("Stream-Up-To-Date", "true")
+	}
+	h.Set("Stream-Cursor", cursor(r, time.Now()))
+	h.Set("Cache-Control", p.cacheControl())
+	out := c.wrap(b)
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(out) //nolint:errcheck // the client may be gone
+}
+
+// sse streams the events after after as the protocol's data and control
+// events, until the stream closes, the client leaves, the server ends
+// its streams, or the SSE life is over (the client then reconnects).
+func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64) {
+	closing := p.closing.wait(tenant, name)
+	var sub *hub.Subscription
+	if !(info.Config.Closed && after >= info.Head) {
+		var done func()
+		var ok bool
+		if sub, done, ok = p.watch(w, r, tenant, name, after); !ok {
+			return
+		}
+		defer done()
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	encode := frameText
+	switch {
+	case jsonMode(info.Config.ContentType):
+		encode = frameJSON
+	case !textual(info.Config.ContentType):
+		h.Set("Stream-Sse-Data-Encoding", "base64")
+		encode = frameBase64
+	}
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	out := &sseOut{w: w, rc: rc, timeout: p.g.WriteTimeout()}
+	position := after
+	control := func(upToDate bool) error {
+		closed := info.Config.Closed && position >= info.Head
+		return out.control(position, closed, upToDate, r)
+	}
+	if sub == nil {
+		control(true) //nolint:errcheck // the stream ends either way
+		return
+	}
+	if position >= sub.Head() {
+		if err := control(true); err != nil {
+			return
+		}
+	}
+	life := time.NewTimer(p.cfg.SSELife)
+	defer life.Stop()
+	tick := time.NewTicker(recheck)
+	defer tick.Stop()
+	ping := time.NewTicker(p.g.Heartbeat())
+	defer ping.Stop()
+	c := &body{json: jsonMode(info.Config.ContentType)}
+	var b []byte
+	for {
+		select {
+		case <-sub.Ready():
+			var err error
+			*c = body{json: c.json}
+			b, err = sub.Next(r.Context(), c, b[:0], frameBytes)
+			if c.n > 0 {
+				position = c.last
+				out.data(encode, b)
+				if werr := control(len(sub.Ready()) == 0 || c.gap); werr != nil {
+					return
+				}
+			}
+			if err != nil || c.gap || (info.Config.Closed && position >= info.Head) {
+				return // ended by the hub, or retention: the client reconnects from its offset
+			}
+			continue
+		case <-closing:
+			closing = p.closing.wait(tenant, name)
+		case <-tick.C:
+		case <-ping.C:
+			if out.write([]byte(": ping\n\n")) != nil {
+				return
+			}
+			continue
+		case <-life.C:
+			return
+		case <-r.Context().Done():
+			return
+		case <-p.g.Ending().Done():
+			return
+		}
+		now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
+		if err != nil || !ok || now.Deleted || now.TopicID != info.TopicID {
+			return
+		}
+		*info = now
+		if info.Config.Closed && position >= info.Head {
+			control(true) //nolint:errcheck // the stream ends either way
+			return
+		}
+	}
+}
+
+// sseOut writes SSE frames whole, each under the write timeout.
+type sseOut struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+}
+
+func (o *sseOut) write(b []byte) error {
+	if o.timeout > 0 {
+		o.rc.SetWriteDeadline(time.Now().Add(o.timeout)) //nolint:errcheck // a writer without deadlines writes without
+	}
+	if _, err := o.w.Write(b); err != nil {
+		return err
+	}
+	return o.rc.Flush()
+}
+
+// data buffers a data event; the control event that follows it goes in
+// the same write, so that a reader never sees one without the other.
+func (o *sseOut) data(encode func([]byte, []byte) []byte, payload []byte) {
+	o.buf = append(encode(append(o.buf[:0], "event: data\n"...), payload), '\n')
+}
+
+// control writes a control event, after the data event buffered if any.
+func (o *sseOut) control(position int64, closed, upToDate bool, r *http.Request) error {
+	b := append(o.buf, `event: control`+"\n"+`data:{"streamNextOffset":"`...)
+	b = append(b, formatOffset(position)...)
+	b = append(b, '"')
+	if closed {
+		b = append(b, `,"streamClosed":true,"upToDate":true`...)
+	} else {
+		b = append(b, `,"streamCursor":"`...)
+		b = append(b, cursor(r, time.Now())...)
+		b = append(b, '"')
+		if upToDate {
+			b = append(b, `,"upToDate":true`...)
+		}
+	}
+	o.buf = append(b, "}\n\n"...)
+	err := o.write(o.buf)
+	o.buf = o.buf[:0]
+	return err
+}
+
+// frameJSON is a data event of JSON messages, as one array.
+func frameJSON(b, payload []byte) []byte {
+	b = append(b, "data:["...)
+	b = append(b, payload...)
+	return append(b, "]\n"...)
+}
+
+// frameText is a data event of text, a data line per line of it.
+func frameText(b, payload []byte) []byte {
+	start := 0
+	for i := 0; i <= len(payload); i++ {
+		if i == len(payload) || payload[i] == '\n' || payload[i] == '\r' {
+			b = dataLine(b, payload[start:i])
+			if i < len(payload) && payload[i] == '\r' && i+1 < len(payload) && payload[i+1] == '\n' {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	return b
+}
+
+// dataLine is one data line. The field's value follows "data:" with no
+// space, unless it starts with one: a reader drops the first space.
+func dataLine(b, line []byte) []byte {
+	b = append(b, "data:"...)
+	if len(line) > 0 && line[0] == ' ' {
+		b = append(b, ' ')
+	}
+	b = append(b, line...)
+	return append(b, '\n')
+}
+
+// frameBase64 is a data event of bytes in base64.
+func frameBase64(b, payload []byte) []byte {
+	b = append(b, "data:"...)
+	b = base64.StdEncoding.AppendEncode(b, payload)
+	return append(b, '\n')
+}
