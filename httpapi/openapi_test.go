@@ -78,6 +78,10 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		}
 	}
 	for _, d := range documented {
+		// Protocols mount their own routes; package durable checks its.
+		if strings.HasPrefix(strings.SplitN(d, " ", 2)[1], "/v1/stream/") {
+			continue
+		}
 		if !slices.Contains(registered, d) {
 			t.Errorf("openapi.yaml has %s, which is no route", d)
 		}

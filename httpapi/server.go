@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -201,6 +202,10 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	}
 	return s
 }
+
+// Routes are the routes as "METHOD /pattern", the native ones and the
+// protocols': what the OpenAPI document describes.
+func (s *Server) Routes() []string { return slices.Clone(s.routes) }
 
 // route mounts h on the router, named for the access log and counted
 // among the routes that the OpenAPI document describes.

@@ -1,0 +1,53 @@
+package durable
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+
+	"github.com/edgehub/edgehub/httpapi"
+	"github.com/edgehub/edgehub/metrics"
+)
+
+// Every route the protocol mounts is an operation of the server's OpenAPI
+// document, and every operation the document has under /v1/stream/ is a
+// route it mounts.
+func TestOpenAPICoversStreamRoutes(t *testing.T) {
+	s := httpapi.New(httpapi.Config{Dev: true}, httpapi.Deps{Metrics: metrics.New(), Protocols: []httpapi.Protocol{New(Config{})}}, httpapi.Hooks{})
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
+	body, _ := io.ReadAll(w.Result().Body)
+	doc, err := libopenapi.NewDocument(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented, mounted []string
+	for path, item := range m.Model.Paths.PathItems.FromOldest() {
+		for method := range item.GetOperations().FromOldest() {
+			if strings.HasPrefix(path, Path) {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	param := regexp.MustCompile(`:([a-z]+)`)
+	for _, r := range s.Routes() {
+		if strings.Contains(r, " "+Path) {
+			mounted = append(mounted, param.ReplaceAllString(r, "{$1}"))
+		}
+	}
+	slices.Sort(documented)
+	slices.Sort(mounted)
+	if len(mounted) == 0 || !slices.Equal(documented, mounted) {
+		t.Fatalf("mounted %v, documented %v", mounted, documented)
+	}
+}
