@@ -123,11 +123,10 @@ func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name str
 // mode, the bytes one after the other otherwise. A gap (retention)
 // stops it: what follows is not handed out.
 type body struct {
-	json  bool
-	n     int
-	last  int64
-	gap   bool
-	bytes int
+	json bool
+	n    int
+	last int64
+	gap  bool
 }
 
 // AppendEvent is for the hub's subscription.
@@ -324,7 +323,7 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64) {
 	closing := p.closing.wait(tenant, name)
 	var sub *hub.Subscription
-	if !(info.Config.Closed && after >= info.Head) {
+	if !info.Config.Closed || after < info.Head {
 		var done func()
 		var ok bool
 		if sub, done, ok = p.watch(w, r, tenant, name, after); !ok {
