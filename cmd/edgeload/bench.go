@@ -28,6 +28,10 @@ type sizes struct {
 	settle              time.Duration // idle: how long the streams sit before the server's memory is read
 	catchup             int           // events
 	topics              int
+	dsAppend1           int // ds-append: messages from 1 appender
+	dsAppend16          int // and from 16
+	dsReaders, dsRate   int // ds-sse: SSE readers, appends a second
+	dsFor               time.Duration
 }
 
 type fanoutSize struct{ watchers, rate int }
@@ -37,14 +41,23 @@ const batchSize = 1000
 // scales are the presets of --scale; flags override each size.
 var scales = map[string]sizes{
 	"tiny": {publish1: 100, publish16: 400, batches: 2, fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
-		idle: 100, settle: 200 * time.Millisecond, catchup: 1000, topics: 200},
+		idle: 100, settle: 200 * time.Millisecond, catchup: 1000, topics: 200,
+		dsAppend1: 100, dsAppend16: 400, dsReaders: 10, dsRate: 50, dsFor: time.Second},
 	"medium": {publish1: 1000, publish16: 5000, batches: 10, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000},
+		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000,
+		dsAppend1: 1000, dsAppend16: 5000, dsReaders: 100, dsRate: 100, dsFor: 5 * time.Second},
 	"full": {publish1: 5000, publish16: 50000, batches: 100, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 10 * time.Second, idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000},
+		fanoutFor: 10 * time.Second, idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000,
+		dsAppend1: 5000, dsAppend16: 50000, dsReaders: 1000, dsRate: 100, dsFor: 10 * time.Second},
 }
 
-var allScenarios = []string{"publish1", "publish16", "batch", "fanout", "idle", "catchup", "topics"}
+// The ds-* scenarios are Durable Streams (/v1/stream/{name}); they run on
+// the targets that speak it (edgehub, ds-reference) and are not in the
+// default --scenarios.
+var (
+	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse")
+	defaultScenarios = []string{"publish1", "publish16", "batch", "fanout", "idle", "catchup", "topics"}
+)
 
 // benchCase is one scenario at one size: each target runs it once a round.
 type benchCase struct {
@@ -81,7 +94,7 @@ func benchMain(args []string) int {
 	ceilingBin := fs.String("ceiling", "", "edgeceiling binary (default: go build ./cmd/edgeceiling)")
 	centrifugoBin := fs.String("centrifugo", "", "a Centrifugo v6 binary; adds the centrifugo target")
 	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, ceiling)")
-	scenarioList := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
+	scenarioList := fs.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run (the Durable Streams ones, ds-append and ds-sse, only when named)")
 	scale := fs.String("scale", "full", "tiny, medium or full: the sizes below when they are not given")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every target once per case, in order")
 	fanoutList := fs.String("fanout", "", "fan-out cases, WATCHERSxRATE (events/s), comma-separated (full: 1000x100,5000x20)")
@@ -97,6 +110,14 @@ func benchMain(args []string) int {
 	jsonOut := fs.String("json", "", "write JSON lines here (- for standard output, which moves the table to standard error)")
 	svgOut := fs.String("svg", "", "draw fan-out p50 and p99 latency against watcher count into this SVG file")
 	edgehubArgs := fs.String("edgehub-args", "", "more flags for edgehub serve, space-separated")
+	dsReferenceDir := fs.String("ds-reference", "", "a directory whose node_modules holds @durable-streams/server; adds the ds-reference target")
+	dsReferenceMemory := fs.Bool("ds-reference-memory", false, "run ds-reference in memory instead of file-backed")
+	nodeBin := fs.String("node", "node", "the node binary for ds-reference")
+	dsAppend1 := fs.Int("ds-append1", 0, "messages of ds-append from one appender (full: 5000)")
+	dsAppend16 := fs.Int("ds-append16", 0, "messages of ds-append from 16 concurrent appenders (full: 50000)")
+	dsReaders := fs.Int("ds-readers", 0, "SSE readers of ds-sse (full: 1000)")
+	dsRate := fs.Int("ds-rate", 0, "appends a second of ds-sse (full: 100)")
+	dsFor := fs.Duration("ds-for", 0, "how long ds-sse appends (full: 10s)")
 	postgres := fs.String("postgres", "", "a PostgreSQL cluster's URL for the edgehub-pgN targets (N processes sharing a fresh database on it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,13 +137,17 @@ func benchMain(args []string) int {
 		flag int
 		size *int
 	}{{*publish1, &sz.publish1}, {*publish16, &sz.publish16}, {*batchCount, &sz.batches}, {*idleN, &sz.idle},
-		{*catchupN, &sz.catchup}, {*topicsN, &sz.topics}} {
+		{*catchupN, &sz.catchup}, {*topicsN, &sz.topics}, {*dsAppend1, &sz.dsAppend1}, {*dsAppend16, &sz.dsAppend16},
+		{*dsReaders, &sz.dsReaders}, {*dsRate, &sz.dsRate}} {
 		if o.flag > 0 {
 			*o.size = o.flag
 		}
 	}
 	if *fanoutFor > 0 {
 		sz.fanoutFor = *fanoutFor
+	}
+	if *dsFor > 0 {
+		sz.dsFor = *dsFor
 	}
 	var err error
 	switch {
@@ -166,7 +191,14 @@ func benchMain(args []string) int {
 	if *centrifugoBin != "" {
 		names = append(names, "centrifugo")
 	}
-	names = append(names, "ceiling")
+	// ds-reference runs only the Durable Streams scenarios, the ceiling
+	// none of them: the default list leaves out a target with nothing to run.
+	if *dsReferenceDir != "" && slices.ContainsFunc(scenarios, isDSScenario) {
+		names = append(names, "ds-reference")
+	}
+	if slices.ContainsFunc(scenarios, func(s string) bool { return !isDSScenario(s) }) {
+		names = append(names, "ceiling")
+	}
 	if *targetList != "" {
 		names = strings.Split(*targetList, ",")
 	}
@@ -202,8 +234,20 @@ func benchMain(args []string) int {
 				}
 			}
 			t = &centrifugo{bin: *centrifugoBin}
+		case "ds-reference":
+			if *dsReferenceDir == "" {
+				return fail(errors.New("the ds-reference target needs --ds-reference DIR"))
+			}
+			dir, err := filepath.Abs(*dsReferenceDir)
+			if err != nil {
+				return fail(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", "@durable-streams", "server", "package.json")); err != nil {
+				return fail(fmt.Errorf("--ds-reference %s: no node_modules/@durable-streams/server there", dir))
+			}
+			t = &dsReference{node: *nodeBin, dir: dir, memory: *dsReferenceMemory}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, ds-reference, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}
@@ -225,6 +269,11 @@ func benchMain(args []string) int {
 	cases := b.cases(scenarios, sz)
 	b.printf("edgeload bench: %s, %d rounds, targets %s; %d cores\n", *scale, *rounds,
 		strings.Join(names, ", "), runtime.NumCPU())
+	for _, t := range targets {
+		if d, ok := t.(*dsReference); ok && slices.ContainsFunc(scenarios, isDSScenario) {
+			b.printf("ds-reference: @durable-streams/server from %s, %s\n", d.dir, d.mode())
+		}
+	}
 	for _, c := range cases {
 		if ctx.Err() != nil {
 			break
@@ -371,6 +420,36 @@ func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 				run: func(ctx context.Context, t Target) (*result, error) {
 					return catchup(ctx, t, n, strict(t))
 				}})
+		case "ds-append":
+			for _, c := range []int{1, 16} {
+				n := sz.dsAppend1
+				if c == 16 {
+					n = sz.dsAppend16
+				}
+				who := "1 appender"
+				if c > 1 {
+					who = fmt.Sprintf("%d concurrent appenders", c)
+				}
+				cs = append(cs, &benchCase{scenario: s,
+					title: fmt.Sprintf("ds-append: %d Durable Streams appends of one JSON message (about 100 bytes) "+
+						"to one stream from %s, each waiting for its answer; then the stream is read back", n, who),
+					params:  map[string]any{"appenders": c, "messages": n},
+					metrics: append([]string{"appends_per_s"}, lat...),
+					run: func(ctx context.Context, t Target) (*result, error) {
+						return dsAppenders(ctx, t, c, n)
+					}})
+			}
+		case "ds-sse":
+			readers, rate, d := sz.dsReaders, sz.dsRate, sz.dsFor
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("ds-sse: %d Durable Streams SSE readers of one JSON stream from offset -1, "+
+					"%d appends/s for %v; latency from append to receipt", readers, rate, d),
+				params: map[string]any{"readers": readers, "rate": rate, "seconds": d.Seconds()},
+				metrics: append(append([]string{}, lat...),
+					"append_rate", "deliveries_per_s", "open_s", "sse_reconnects"),
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return dsSSE(ctx, t, readers, rate, d)
+				}})
 		case "topics":
 			n := sz.topics
 			cs = append(cs, &benchCase{scenario: s,
@@ -447,8 +526,13 @@ func (b *bench) runOne(ctx context.Context, c *benchCase, t Target, round int) (
 }
 
 func caseName(c *benchCase) string {
-	if c.scenario == "fanout" {
+	switch c.scenario {
+	case "fanout":
 		return fmt.Sprintf("fanout-%vx%v", c.params["watchers"], c.params["rate"])
+	case "ds-append":
+		return fmt.Sprintf("ds-append-%v", c.params["appenders"])
+	case "ds-sse":
+		return fmt.Sprintf("ds-sse-%vx%v", c.params["readers"], c.params["rate"])
 	}
 	return c.scenario
 }

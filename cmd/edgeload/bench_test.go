@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -110,3 +115,73 @@ func TestBenchSVG(t *testing.T) {
 		t.Fatalf("%d lines, want 4", n)
 	}
 }
+
+// Durable Streams appends: answered offsets distinct and rising per
+// appender; the stream read back holds every message once, each
+// appender's in its order.
+func TestBenchDSChecks(t *testing.T) {
+	v := violations{}
+	checkOffsets(v, [][]string{{"01", "02", "02"}, {"04", "03"}})
+	if v.String() != "answer_duplicate 1, answer_out_of_order 2" {
+		t.Fatalf("offsets: %v", v)
+	}
+	ns := appendCounters(nil, []byte(`[`+string(payload(2, "x"))+`,`+string(payload(1, ""))+`,{"n":9,"sent":1},`+
+		string(payload(2, ""))+`]`))
+	if fmt.Sprint(ns) != "[2 1 9 2]" {
+		t.Fatalf("counters %v", ns)
+	}
+	v = violations{}
+	checkReadBack(v, ns, []int32{0, 0, 0, 1}, 3) // 1 and 2 from appender 0, 3 from appender 1
+	if v.String() != "readback_duplicate 1, readback_missing 1, readback_out_of_order 1, readback_unexpected 1" {
+		t.Fatalf("read back: %v", v)
+	}
+	v = violations{}
+	checkReadBack(v, []int64{2, 1, 3}, []int32{0, 0, 1, 2}, 3)
+	if len(v) != 0 {
+		t.Fatalf("interleaved appenders in their own order: %v", v)
+	}
+}
+
+// A Durable Streams SSE read is ready at its first control event, delivers
+// each message of each data event, and resumes from the last control
+// event's offset when the server ends it.
+func TestBenchDSWatch(t *testing.T) {
+	var mu sync.Mutex
+	var offsets []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		offsets = append(offsets, r.URL.Query().Get("offset")+"/"+r.URL.Query().Get("live"))
+		first := len(offsets) == 1
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		if first {
+			fmt.Fprintf(w, "event: control\ndata:{\"streamNextOffset\":\"A\",\"upToDate\":true}\n\n")
+			fmt.Fprintf(w, "event: data\ndata:[%s,%s]\n\nevent: control\ndata:{\"streamNextOffset\":\"B\"}\n\n",
+				payload(1, "p"), payload(2, "p"))
+			return // the server ends the read
+		}
+		fmt.Fprintf(w, "event: data\ndata:[%s]\n\nevent: control\ndata:{\"streamNextOffset\":\"C\",\"upToDate\":true}\n\n",
+			payload(3, ""))
+	}))
+	defer srv.Close()
+	dw := &dsWatch{ds: fakeDS(srv.Listener.Addr().String())}
+	ready := 0
+	var got []int64
+	err := dw.Watch(context.Background(), "s", true, func() { ready++ }, func(d Delivery) error {
+		got = append(got, d.N)
+		if d.N == 3 {
+			return errDone
+		}
+		return nil
+	})
+	if err != nil || fmt.Sprint(got) != "[1 2 3]" || ready == 0 || dw.reconnects.Load() != 1 {
+		t.Fatalf("err %v, got %v, ready %d, reconnects %d", err, got, ready, dw.reconnects.Load())
+	}
+	if fmt.Sprint(offsets) != "[-1/sse B/sse]" {
+		t.Fatalf("reads at %v", offsets)
+	}
+}
+
+type fakeDS string
+
+func (f fakeDS) DSAddr() string { return string(f) }

@@ -30,6 +30,9 @@ var labels = map[string]string{
 	"passivated_s":       "all passivated after s",
 	"hubs_active_end":    "hubs active at the end",
 	"rss_passivated_mib": "server RSS then, MiB",
+	"appends_per_s":      "appends/s",
+	"append_rate":        "appender's appends/s",
+	"sse_reconnects":     "SSE reads resumed",
 }
 
 // spread is the min, median and max of one metric over the rounds.
@@ -174,8 +177,39 @@ func (b *bench) report(cr caseResult) {
 			}
 		}
 	}
+	if isDSScenario(cr.c.scenario) {
+		b.reportRatios(cr, ts)
+	}
 	for _, t := range ts {
 		b.writeSummary(cr, t, fractions[t])
+	}
+}
+
+// reportRatios prints, for a Durable Streams case, each Edgehub target's
+// medians over the reference server's, metric by metric (above 1: a
+// higher rate, or a longer latency, than the reference's).
+func (b *bench) reportRatios(cr caseResult, ts []string) {
+	if !slices.Contains(ts, "ds-reference") {
+		return
+	}
+	for _, t := range ts {
+		if !strings.HasPrefix(t, "edgehub") {
+			continue
+		}
+		var parts []string
+		for _, metric := range cr.c.metrics {
+			if metric == "open_s" || metric == "sse_reconnects" {
+				continue
+			}
+			te, ok1 := spreadOf(cr.values(t, metric))
+			re, ok2 := spreadOf(cr.values("ds-reference", metric))
+			if ok1 && ok2 && re.med > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s", labels[metric], num(te.med/re.med)))
+			}
+		}
+		if len(parts) > 0 {
+			b.printf("  %s / ds-reference (medians): %s\n", t, strings.Join(parts, ", "))
+		}
 	}
 }
 

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 )
 
+// errStreamEnded is a stream the server ended.
+var errStreamEnded = errors.New("the stream ended")
+
 // watchLoop opens GET path on addr over a connection of its own and calls
 // onData for each data line of the event stream, with the event name of
 // its frame (empty if none). The slices are valid only during the call.
@@ -40,7 +43,7 @@ func watchLoop(ctx context.Context, addr, path string, onData func(event, data [
 			}
 			err = sseScan(resp.Body, onData)
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return errors.New("the stream ended")
+				return errStreamEnded
 			}
 			return err
 		}()

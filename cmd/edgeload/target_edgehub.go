@@ -95,6 +95,10 @@ func (e *edgehub) addr() string {
 	return e.addrs[int(e.next.Add(1)%uint64(len(e.addrs)))]
 }
 
+// DSAddr is where the next Durable Streams request goes: the dev mode's
+// streams, of tenant "streams", at /v1/stream/{name}.
+func (e *edgehub) DSAddr() string { return e.addr() }
+
 func (e *edgehub) url(topic, route string) string {
 	return "http://" + e.addr() + "/v1/tenants/bench/topics/" + topic + "/" + route
 }
