@@ -236,7 +236,7 @@ func TestDurableGoClientJSONAcrossKill9(t *testing.T) {
 
 	// kill -9 while they follow; again on the same port and data.
 	p.kill9()
-	p = startAt(t, binary, nil, dir, strings.TrimPrefix(p.base, "http://"), "--dev")
+	_ = startAt(t, binary, nil, dir, strings.TrimPrefix(p.base, "http://"), "--dev")
 	for n := 10; n <= 12; n++ {
 		if _, err := s.AppendJSON(ctx, dsMsg(n)); err != nil {
 			t.Fatal(err)
