@@ -1,7 +1,10 @@
 package durable
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -109,9 +112,13 @@ func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name str
 	if !p.touch(w, r, info, ten, tenant, name) {
 		return
 	}
+	if o.start && (q.Get("snapshot") == "1" || q.Get("snapshot") == "true") && jsonMode(info.Config.ContentType) {
+		p.fromSnapshot(w, r, info, tenant, name, live == "sse")
+		return
+	}
 	switch {
 	case live == "sse":
-		p.sse(w, r, info, tenant, name, after)
+		p.sse(w, r, info, tenant, name, after, nil)
 	case live == "long-poll" && (after >= info.Head || o.now):
 		p.longPoll(w, r, info, tenant, name, after)
 	default:
@@ -320,7 +327,7 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 // sse streams the events after after as the protocol's data and control
 // events, until the stream closes, the client leaves, the server ends
 // its streams, or the SSE life is over (the client then reconnects).
-func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64) {
+func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64, snapshot []byte) {
 	closing := p.closing.wait(tenant, name)
 	var sub *hub.Subscription
 	if !info.Config.Closed || after < info.Head {
@@ -352,11 +359,17 @@ func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.Str
 		return out.control(position, closed, upToDate, r)
 	}
 	if sub == nil {
+		if snapshot != nil {
+			out.data(encode, snapshot)
+		}
 		control(true) //nolint:errcheck // the stream ends either way
 		return
 	}
-	if position >= sub.Head() {
-		if err := control(true); err != nil {
+	if snapshot != nil {
+		out.data(encode, snapshot)
+	}
+	if position >= sub.Head() || snapshot != nil {
+		if err := control(position >= sub.Head()); err != nil {
 			return
 		}
 	}
@@ -495,4 +508,91 @@ func frameBase64(b, payload []byte) []byte {
 	b = append(b, "data:"...)
 	b = base64.StdEncoding.AppendEncode(b, payload)
 	return append(b, '\n')
+}
+
+// maxSnapshot bounds the state a snapshot read holds while it answers:
+// the latest value of every key of a keyed stream.
+const maxSnapshot = 8 << 20
+
+// snapshotBuffer takes a state as the log writes it, up to maxSnapshot.
+type snapshotBuffer struct{ bytes.Buffer }
+
+// Expect refuses a state larger than maxSnapshot before it is read.
+func (b *snapshotBuffer) Expect(n int64) error {
+	if n > maxSnapshot {
+		return refusal.New(refusal.TooLarge, "the stream's state is over %d bytes: read it from an offset instead", maxSnapshot)
+	}
+	return nil
+}
+
+// snapshotValues turns {"seq":S,"state":{"k":v,...}} into the messages
+// v,... in key order, as a JSON array's inside.
+func snapshotValues(state []byte) ([]byte, error) {
+	var s struct {
+		State json.RawMessage `json:"state"`
+	}
+	if err := json.Unmarshal(state, &s); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(s.State))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var out []byte
+	for dec.More() {
+		if _, err := dec.Token(); err != nil { // the key
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if len(out) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+// fromSnapshot answers a read from the start of a keyed JSON stream with
+// ?snapshot=1: the latest value of each key (in key order) as of a
+// position, then, over SSE, everything after it live; a page or a
+// long-poll answers the snapshot with that position as its
+// Stream-Next-Offset, from which the client reads on.
+func (p *Protocol) fromSnapshot(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, live bool) {
+	var buf snapshotBuffer
+	seq, err := p.g.Log().State(r.Context(), tenant, name, &buf)
+	var values []byte
+	if err == nil {
+		values, err = snapshotValues(buf.Bytes())
+	}
+	var refused *refusal.Error
+	switch {
+	case errors.As(err, &refused):
+		p.g.WriteError(w, refused)
+		return
+	case err != nil:
+		p.g.Logger().Error("read stream state", "tenant", tenant, "stream", name, "err", err)
+		p.g.WriteError(w, refusal.New(refusal.Unavailable, "the stream could not be read"))
+		return
+	}
+	if values == nil {
+		values = []byte{}
+	}
+	if live {
+		p.sse(w, r, info, tenant, name, seq, values)
+		return
+	}
+	h := w.Header()
+	streamHeaders(h, info, seq)
+	if seq >= info.Head {
+		h.Set("Stream-Up-To-Date", "true")
+	}
+	h.Set("Stream-Cursor", cursor(r, time.Now()))
+	h.Set("Cache-Control", "no-store")
+	out := append(append([]byte{'['}, values...), ']')
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(out) //nolint:errcheck // the client may be gone
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -133,6 +134,38 @@ func messages(body []byte, contentType string, create bool) ([]event.Event, *ref
 	return events, nil
 }
 
+// keyed applies the keyed-compaction extension's headers to an append's
+// messages: Stream-Key names the key each of them sets (the last one
+// wins), and Stream-Key-Op: delete removes the key instead. A snapshot
+// read (?snapshot=1) then starts from each key's latest value.
+func keyed(r *http.Request, events []event.Event, contentType string) *refusal.Error {
+	key, op := r.Header.Get("Stream-Key"), r.Header.Get("Stream-Key-Op")
+	if key == "" {
+		if op != "" {
+			return badHeader("Stream-Key-Op needs Stream-Key")
+		}
+		return nil
+	}
+	switch {
+	case !jsonMode(contentType):
+		return badHeader("Stream-Key is for JSON streams")
+	case !names.Valid(key):
+		return refusal.New(refusal.InvalidName, "Stream-Key must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName)
+	case op != "" && op != event.OpUpsert && op != event.OpDelete:
+		return refusal.New(refusal.InvalidOp, "Stream-Key-Op must be upsert or delete")
+	}
+	if op == "" {
+		op = event.OpUpsert
+	}
+	for i := range events {
+		events[i].Key, events[i].Op = key, op
+		if op == event.OpDelete {
+			events[i].Data = []byte("null")
+		}
+	}
+	return nil
+}
+
 // create is PUT: create the stream, or confirm it.
 func (p *Protocol) create(w http.ResponseWriter, r *http.Request, tenant, name string) {
 	var c *backlog.StreamConfig
@@ -247,6 +280,9 @@ func (p *Protocol) append(w http.ResponseWriter, r *http.Request, tenant, name s
 		return
 	}
 	events, aerr := messages(body, op.ContentType, false)
+	if aerr == nil {
+		aerr = keyed(r, events, op.ContentType)
+	}
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
 		return

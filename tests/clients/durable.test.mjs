@@ -380,3 +380,41 @@ test('chromium: a page of another origin creates, appends, follows live (long-po
     await hub.close();
   }
 });
+
+test('node: keyed compaction (Edgehub extension): a snapshot read gives each key its latest value, then the client follows live from it', async () => {
+  const hub = newHub();
+  await hub.start();
+  let live;
+  try {
+    const url = streamURL(hub, 'prices');
+    await DurableStream.create({ url, contentType: 'application/json' });
+    const key = (k, op) => new DurableStream({ url, contentType: 'application/json', batching: false,
+      headers: op ? { 'Stream-Key': k, 'Stream-Key-Op': op } : { 'Stream-Key': k } });
+    await key('a').append(JSON.stringify({ k: 'a', v: 1 }));
+    await key('b').append(JSON.stringify({ k: 'b', v: 1 }));
+    await key('a').append(JSON.stringify({ k: 'a', v: 2 }));
+    await key('c').append(JSON.stringify({ k: 'c', v: 1 }));
+    await key('c', 'delete').append('null');
+
+    // Without the snapshot, the whole history; with it, the latest values
+    // in key order, at the position they fold.
+    const all = await stream({ url, live: false });
+    assert.equal((await all.json()).length, 5);
+    const snap = await stream({ url, live: false, params: { snapshot: '1' } });
+    assert.deepEqual(await snap.json(), [{ k: 'a', v: 2 }, { k: 'b', v: 1 }]);
+    assert.equal(snap.offset, offset(5));
+
+    // Live over SSE from the snapshot: it, then what comes after, once.
+    const got = [];
+    live = await stream({ url, live: 'sse', params: { snapshot: '1' }, backoffOptions: backoff });
+    live.subscribeJson((b) => { got.push(...b.items); });
+    await until(() => got.length === 2);
+    await key('b').append(JSON.stringify({ k: 'b', v: 2 }));
+    await until(() => got.length === 3);
+    assert.deepEqual(got, [{ k: 'a', v: 2 }, { k: 'b', v: 1 }, { k: 'b', v: 2 }]);
+    assert.equal(live.offset, offset(6));
+  } finally {
+    live?.cancel();
+    await hub.stop();
+  }
+});
