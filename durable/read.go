@@ -13,6 +13,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -168,6 +169,14 @@ func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog
 	var b []byte
 	head := info.Head
 	if !now {
+		// The page and its answer come from the tenant's share of the
+		// read budget, as a native read's do, held until it is written.
+		hold := p.g.Hold(tenant)
+		defer hold.Release()
+		if err := hold.Try(2*pageBytes + pageEvents); err != nil {
+			p.refuse(w, err)
+			return
+		}
 		page, err := p.g.Log().Read(r.Context(), tenant, name, after, pageEvents, pageBytes)
 		if err != nil {
 			p.g.Logger().Error("read stream", "tenant", tenant, "stream", name, "err", err)
@@ -514,15 +523,31 @@ func frameBase64(b, payload []byte) []byte {
 // the latest value of every key of a keyed stream.
 const maxSnapshot = 8 << 20
 
-// snapshotBuffer takes a state as the log writes it, up to maxSnapshot.
-type snapshotBuffer struct{ bytes.Buffer }
+// snapshotBuffer takes a state as the log writes it, up to maxSnapshot,
+// its bytes (twice: the state and its values) from the read budget.
+type snapshotBuffer struct {
+	bytes.Buffer
+	hold *limits.Hold
+}
 
-// Expect refuses a state larger than maxSnapshot before it is read.
+// Expect refuses a state larger than maxSnapshot, or than the read
+// budget has room for, before it is read.
 func (b *snapshotBuffer) Expect(n int64) error {
 	if n > maxSnapshot {
 		return refusal.New(refusal.TooLarge, "the stream's state is over %d bytes: read it from an offset instead", maxSnapshot)
 	}
-	return nil
+	return b.hold.Try(2 * n)
+}
+
+// refuse answers a budget's refusal, or an error of the log.
+func (p *Protocol) refuse(w http.ResponseWriter, err error) {
+	var refused *refusal.Error
+	if errors.As(err, &refused) {
+		p.g.WriteError(w, refused)
+		return
+	}
+	p.g.Logger().Error("read stream", "err", err)
+	p.g.WriteError(w, refusal.New(refusal.Unavailable, "the stream could not be read"))
 }
 
 // snapshotValues turns {"seq":S,"state":{"k":v,...}} into the messages
@@ -561,7 +586,8 @@ func snapshotValues(state []byte) ([]byte, error) {
 // long-poll answers the snapshot with that position as its
 // Stream-Next-Offset, from which the client reads on.
 func (p *Protocol) fromSnapshot(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, live bool) {
-	var buf snapshotBuffer
+	buf := snapshotBuffer{hold: p.g.Hold(tenant)}
+	defer buf.hold.Release()
 	seq, err := p.g.Log().State(r.Context(), tenant, name, &buf)
 	var values []byte
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/metrics"
 	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/notify"
@@ -139,3 +140,8 @@ func (g *Gate) Heartbeat() time.Duration { return g.s.cfg.Heartbeat }
 
 // WriteTimeout is how long one write to a stream may block.
 func (g *Gate) WriteTimeout() time.Duration { return g.s.cfg.WriteTimeout }
+
+// Hold is a hold on the tenant's share of the read budget, for the bytes
+// of a read answer the protocol builds in memory; release it once the
+// answer is written.
+func (g *Gate) Hold(tenant string) *limits.Hold { return g.s.deps.ReadBudget.Hold(tenant) }
