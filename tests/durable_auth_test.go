@@ -22,10 +22,10 @@ func TestDurableStreamsWithCredentials(t *testing.T) {
 	var tenant struct {
 		WebhookSecret string `json:"webhook_secret"`
 	}
-	json.Unmarshal(b, &tenant) //nolint:errcheck // checked by its use
+	json.Unmarshal(b, &tenant)
 	_, _, b = do(t, "POST", p.base+"/v1/admin/tenants/acme/tokens", key, `{"publish":["jobs"],"subscribe":["jobs"],"ttl":"10m"}`)
 	var tok struct{ Token string }
-	json.Unmarshal(b, &tok) //nolint:errcheck // checked by its use
+	json.Unmarshal(b, &tok)
 	url := p.base + "/v1/stream/jobs"
 	send := func(req *http.Request, bearer string) int {
 		t.Helper()
@@ -75,7 +75,7 @@ func TestDurableStreamsWithCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []map[string]int
-	json.NewDecoder(res.Body).Decode(&got) //nolint:errcheck // compared below
+	json.NewDecoder(res.Body).Decode(&got)
 	res.Body.Close()
 	if len(got) != 2 || got[0]["n"] != 1 || got[1]["n"] != 2 {
 		t.Fatalf("the stream holds %v, want n 1 and 2", got)
