@@ -299,18 +299,16 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 		case <-p.g.Ending().Done():
 			return
 		}
-		now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
-		switch {
-		case err != nil || !ok || now.Deleted || now.TopicID != info.TopicID:
+		if !p.reread(r, tenant, name, info) {
 			p.g.WriteError(w, refusal.New(refusal.NotFound, "the stream was deleted"))
 			return
-		case now.Config.Closed && now.Head <= after:
-			streamHeaders(h, &now, after)
+		}
+		if info.Config.Closed && info.Head <= after {
+			streamHeaders(h, info, after)
 			h.Set("Stream-Up-To-Date", "true")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		*info = now
 		closing = p.closing.wait(tenant, name)
 	}
 	if c.gap && c.n == 0 {
@@ -422,16 +420,26 @@ func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.Str
 		case <-p.g.Ending().Done():
 			return
 		}
-		now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
-		if err != nil || !ok || now.Deleted || now.TopicID != info.TopicID {
+		if !p.reread(r, tenant, name, info) {
 			return
 		}
-		*info = now
 		if info.Config.Closed && position >= info.Head {
 			control(true) //nolint:errcheck // the stream ends either way
 			return
 		}
 	}
+}
+
+// reread reads a live read's stream again into info, after a wake or
+// the recheck tick, and reports false if it is gone (deleted, expired,
+// or deleted and created again by the same name).
+func (p *Protocol) reread(r *http.Request, tenant, name string, info *backlog.StreamInfo) bool {
+	now, ok, err := p.g.Log().Stream(r.Context(), tenant, name)
+	if err != nil || !ok || now.Deleted || now.TopicID != info.TopicID || now.Start != info.Start || now.Expired(time.Now()) {
+		return false
+	}
+	*info = now
+	return true
 }
 
 // sseOut writes SSE frames whole, each under the write timeout.
