@@ -31,8 +31,27 @@ func (s *Store) SetQuotas(q Quotas) { s.quotas = q }
 // takes the same measure away (length(data)+length(type)+length(key)).
 func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
 
-// CommitBatch commits all requests in one write transaction.
+// CommitBatch commits all requests in one write transaction, and returns
+// once it is durable.
 func (s *Store) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
+	results, err := s.commitVisible(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// commitVisible is CommitBatch without the flush, which the committer
+// runs for many commits at once while the next ones run (pipelined).
+func (s *Store) commitVisible(ctx context.Context, reqs []*Publish) ([]Result, error) {
+	if s.wal != nil {
+		if err := s.wal.failure(); err != nil {
+			return nil, err // a failed flush ends the log's commits for good
+		}
+	}
 	// Before the transaction: the writer has one connection, which the
 	// transaction then holds.
 	prepared, err := s.statements(ctx)

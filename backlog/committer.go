@@ -3,6 +3,7 @@ package backlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -27,6 +28,30 @@ type Committer struct {
 	closed  bool
 	wake    chan struct{}
 	stopped chan struct{}
+
+	// The flush stage, when the log is a Store whose commits are made
+	// durable apart from the transactions that make them visible
+	// (SQLite's WAL, flushed by the store): the committer runs the next
+	// commit's statements while the last one's flush is in progress, and
+	// one flush covers every commit made visible before it began; readers
+	// wait for the flush of what they see (walSync.seen). Commits made
+	// visible and not yet durable wait in unflushed for the flusher, which
+	// flushes them together and only then answers them. ran says the
+	// commit stage has ended, so the flusher ends once unflushed is empty.
+	// Any other Log (a test's wrapper, say) commits durably in CommitBatch.
+	pipe      *Store
+	unflushed []visibleCommit
+	ran       bool
+	flushWake chan struct{}
+	flushed   chan struct{}
+}
+
+// visibleCommit is a commit whose answers wait for its flush.
+type visibleCommit struct {
+	batch   []queued
+	results []Result
+	err     error
+	start   time.Time
 }
 
 type queued struct {
@@ -69,6 +94,14 @@ func NewCommitter(log Log, opts CommitterOptions) *Committer {
 		waiting:   opts.Waiting,
 		wake:      make(chan struct{}, 1),
 		stopped:   make(chan struct{}),
+		flushWake: make(chan struct{}, 1),
+		flushed:   make(chan struct{}),
+	}
+	if s, ok := log.(*Store); ok && s.wal != nil {
+		c.pipe = s
+		go c.flusher()
+	} else {
+		close(c.flushed)
 	}
 	go c.run()
 	return c
@@ -86,8 +119,13 @@ func (c *Committer) Commit(req *Publish, done func(Result, error)) {
 	}
 	c.pending = append(c.pending, queued{req, done})
 	c.mu.Unlock()
+	poke(c.wake)
+}
+
+// poke signals ch (capacity 1) without blocking.
+func poke(ch chan struct{}) {
 	select {
-	case c.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -97,15 +135,19 @@ func (c *Committer) Close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	poke(c.wake)
 	<-c.stopped
 }
 
 func (c *Committer) run() {
 	defer close(c.stopped)
+	defer func() {
+		c.mu.Lock()
+		c.ran = true
+		c.mu.Unlock()
+		poke(c.flushWake)
+		<-c.flushed
+	}()
 	var timer *time.Timer
 	if c.delay > 0 {
 		timer = time.NewTimer(c.delay)
@@ -188,19 +230,61 @@ func (c *Committer) commit(batch []queued) {
 		reqs[i] = s.req
 	}
 	start := time.Now()
+	if c.pipe != nil {
+		results, err := c.pipe.commitVisible(context.Background(), reqs)
+		c.mu.Lock()
+		c.unflushed = append(c.unflushed, visibleCommit{batch, results, err, start})
+		c.mu.Unlock()
+		poke(c.flushWake)
+		return
+	}
 	results, err := c.log.CommitBatch(context.Background(), reqs)
-	if c.observe != nil && err == nil {
-		took, appended := time.Since(start), 0
-		for i := range results {
-			appended += len(results[i].Events)
+	c.answer(visibleCommit{batch, results, err, start})
+}
+
+// flusher is the pipeline's second stage: it flushes every commit made
+// visible since its last flush at once, then answers them in commit order.
+// A flush that fails answers every commit it was to cover with its error:
+// they are visible, but a power loss may take them back.
+func (c *Committer) flusher() {
+	defer close(c.flushed)
+	for range c.flushWake {
+		for {
+			c.mu.Lock()
+			commits, ran := c.unflushed, c.ran
+			c.unflushed = nil
+			c.mu.Unlock()
+			if len(commits) == 0 {
+				if ran {
+					return
+				}
+				break
+			}
+			err := c.pipe.flush()
+			for _, v := range commits {
+				if v.err == nil && err != nil {
+					v.err, v.results = fmt.Errorf("commit of %d requests: %w", len(v.batch), err), nil
+				}
+				c.answer(v)
+			}
+		}
+	}
+}
+
+// answer tells a commit's publishers what it came to, once it is durable.
+func (c *Committer) answer(v visibleCommit) {
+	if c.observe != nil && v.err == nil {
+		took, appended := time.Since(v.start), 0
+		for i := range v.results {
+			appended += len(v.results[i].Events)
 		}
 		c.observe(took, appended)
 	}
-	for i, s := range batch {
-		if err != nil {
-			s.done(Result{}, err)
+	for i, s := range v.batch {
+		if v.err != nil {
+			s.done(Result{}, v.err)
 			continue
 		}
-		s.done(results[i], nil)
+		s.done(v.results[i], nil)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -22,13 +21,16 @@ import (
 type Sync string
 
 const (
-	// SyncFull (synchronous=FULL, the default) makes a commit durable
-	// against power loss, not just against the process dying, which is
-	// what "answered means stored" needs: an fsync per commit group.
+	// SyncFull (the default) makes a commit durable against power loss,
+	// not just against the process dying, which is what "answered means
+	// stored" needs: the WAL is flushed (fdatasync) before the answer,
+	// once per group of commits, while the next commit's statements run,
+	// and no read serves a commit before its flush (wal.go).
 	SyncFull Sync = "full"
-	// SyncNormal (synchronous=NORMAL) in WAL mode fsyncs only at
-	// checkpoints: a power loss may lose the last commits, a crash of the
-	// process loses none, since the WAL is written before the answer.
+	// SyncNormal leaves flushing to SQLite's checkpoints
+	// (synchronous=NORMAL in WAL mode): a power loss may lose the last
+	// commits, a crash of the process loses none, since the WAL is
+	// written before the answer.
 	SyncNormal Sync = "normal"
 )
 
@@ -48,8 +50,11 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 		return nil, err
 	}
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	// SQLite itself never flushes a commit: in the full mode the store
+	// does, after COMMIT, so that the next commit runs during the flush
+	// (wal.go); in the normal mode only SQLite's checkpoints flush.
 	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous("+strings.ToUpper(string(sync))+")&_pragma=secure_delete(1)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=secure_delete(1)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open backlog %s: %w", path, err)
 	}
@@ -63,10 +68,18 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	return &Store{write: write, read: read, now: time.Now, d: dialect{
+	s := &Store{write: write, read: read, now: time.Now, d: dialect{
 		listToPurge: listToPurgeSQL,
 		checkpoint:  checkpointSQLite,
-	}}, nil
+	}}
+	if sync == SyncFull {
+		s.wal = newWALSync(path + "-wal")
+		// What the migrations wrote is flushed before anything reads it.
+		if err := s.wal.syncFile(); err != nil {
+			return nil, errors.Join(err, read.Close(), write.Close())
+		}
+	}
+	return s, nil
 }
 
 // ownerOnly makes the database file at path, and its -wal and -shm if

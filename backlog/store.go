@@ -26,6 +26,9 @@ type Store struct {
 	now    func() time.Time
 	quotas Quotas
 	d      dialect
+	// wal, on SQLite in its durable mode, flushes commits outside SQLite
+	// (wal.go); nil where the database makes its commits durable itself.
+	wal *walSync
 	// stmts are the commit's statements, prepared once on the writer.
 	stmtsMu sync.Mutex
 	stmts   *statements
@@ -147,22 +150,57 @@ func (s *Store) Retries() int64 { return s.retries.Load() }
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
 	err := s.retry(ctx, func() error {
-		var err error
-		res, err = s.write.ExecContext(ctx, s.q(query), args...)
-		return err
+		return s.wrote(func() error {
+			var err error
+			res, err = s.write.ExecContext(ctx, s.q(query), args...)
+			return err
+		})
 	})
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, s.flush()
+}
+
+// wrote runs commit, the step that makes a write visible (COMMIT, or an
+// autocommit statement), so that reads know to wait for its flush.
+func (s *Store) wrote(commit func() error) error {
+	if s.wal == nil {
+		return commit()
+	}
+	return s.wal.wrote(commit)
+}
+
+// flush makes what was written durable, where the store does that itself.
+func (s *Store) flush() error {
+	if s.wal == nil {
+		return nil
+	}
+	return s.wal.flush()
+}
+
+// seen returns once what a read may have seen is durable; a read calls it
+// once its snapshot is taken, before anything it read leaves the store.
+func (s *Store) seen(ctx context.Context) error {
+	if s.wal == nil {
+		return nil
+	}
+	return s.wal.seen(ctx)
 }
 
 // inTx runs fn in one write transaction and commits it, retried as a
 // whole: fn must not change anything outside the transaction.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	return s.inTxOf(ctx, what, nil, fn)
+	if err := s.inTxOf(ctx, what, nil, fn); err != nil {
+		return err
+	}
+	return s.flush()
 }
 
-// inTxOf is inTx for a transaction that commits for tenants: with the
-// dialect's lockTenants it first waits for the other processes' commits
-// of those tenants.
+// inTxOf is inTx for a transaction that commits for tenants, without the
+// flush that makes it durable (the caller's: the committer flushes many
+// commits at once): with the dialect's lockTenants it first waits for the
+// other processes' commits of those tenants.
 func (s *Store) inTxOf(ctx context.Context, what string, tenants []string, fn func(tx *sql.Tx) error) error {
 	return s.retry(ctx, func() error {
 		conn, err := s.write.Conn(ctx)
@@ -185,7 +223,7 @@ func (s *Store) inTxOf(ctx context.Context, what string, tenants []string, fn fu
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
+		if err := s.wrote(tx.Commit); err != nil {
 			return fmt.Errorf("commit %s: %w", what, err)
 		}
 		return nil
@@ -200,7 +238,11 @@ func (s *Store) Close() error {
 		serr = s.stmts.close()
 	}
 	s.stmtsMu.Unlock()
-	return errors.Join(serr, s.read.Close(), s.write.Close())
+	var werr error
+	if s.wal != nil {
+		werr = s.wal.close()
+	}
+	return errors.Join(serr, werr, s.read.Close(), s.write.Close())
 }
 
 // Ping checks the read pool, which is what readiness depends on.
@@ -219,7 +261,7 @@ func (s *Store) Head(ctx context.Context, tenant, topic string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read head of %s/%s: %w", tenant, topic, err)
 	}
-	return head, nil
+	return head, s.seen(ctx)
 }
 
 // topicRow is a topic's row as a read transaction sees it.
@@ -244,6 +286,10 @@ func (s *Store) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, t
 			return nil, t, nil
 		}
 		return nil, t, fmt.Errorf("read topic %s/%s: %w", tenant, topic, err)
+	}
+	if err := s.seen(ctx); err != nil {
+		tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+		return nil, t, err
 	}
 	return tx, t, nil
 }

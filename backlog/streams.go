@@ -142,7 +142,7 @@ func (s *Store) Stream(ctx context.Context, tenant, name string) (StreamInfo, bo
 	if err != nil {
 		return i, false, fmt.Errorf("read stream %s/%s: %w", tenant, name, err)
 	}
-	return i, ok, nil
+	return i, ok, s.seen(ctx)
 }
 
 // streamStatements are the commit's statements of streams.

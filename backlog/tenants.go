@@ -24,12 +24,14 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (auth.Tenant, boo
 		return auth.Tenant{}, false, err
 	}
 	err = s.retry(ctx, func() error {
-		return s.write.QueryRowContext(ctx, s.q(`INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`),
-			t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
+		return s.wrote(func() error {
+			return s.write.QueryRowContext(ctx, s.q(`INSERT INTO tenants (name, signing_secret, webhook_secret, generation, created)
+				VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id`),
+				t.Name, t.SigningSecret, t.WebhookSecret, t.Generation, s.now().UnixNano()).Scan(&t.ID)
+		})
 	})
 	if err == nil {
-		return t, true, nil
+		return t, true, s.flush()
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return auth.Tenant{}, false, fmt.Errorf("create tenant %s: %w", name, err)
@@ -49,7 +51,7 @@ func (s *Store) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 	if err != nil {
 		return auth.Tenant{}, fmt.Errorf("read tenant %s: %w", name, err)
 	}
-	return t, nil
+	return t, s.seen(ctx)
 }
 
 // DeleteTenant removes the tenant in one short transaction, whatever it
