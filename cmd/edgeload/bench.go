@@ -93,7 +93,8 @@ func benchMain(args []string) int {
 	bin := fs.String("bin", "", "edgehub binary (default: go build ./cmd/edgehub)")
 	ceilingBin := fs.String("ceiling", "", "edgeceiling binary (default: go build ./cmd/edgeceiling)")
 	centrifugoBin := fs.String("centrifugo", "", "a Centrifugo v6 binary; adds the centrifugo target")
-	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, ceiling)")
+	mercureBin := fs.String("mercure", "", "a Mercure hub binary (caddy/mercure in its repository); adds the mercure target, on its bolt transport")
+	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, mercure if --mercure, ceiling)")
 	scenarioList := fs.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run (the Durable Streams ones, ds-append and ds-sse, only when named)")
 	scale := fs.String("scale", "full", "tiny, medium or full: the sizes below when they are not given")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every target once per case, in order")
@@ -191,6 +192,9 @@ func benchMain(args []string) int {
 	if *centrifugoBin != "" {
 		names = append(names, "centrifugo")
 	}
+	if *mercureBin != "" {
+		names = append(names, "mercure")
+	}
 	// ds-reference runs only the Durable Streams scenarios, the ceiling
 	// none of them: the default list leaves out a target with nothing to run.
 	if *dsReferenceDir != "" && slices.ContainsFunc(scenarios, isDSScenario) {
@@ -234,6 +238,13 @@ func benchMain(args []string) int {
 				}
 			}
 			t = &centrifugo{bin: *centrifugoBin}
+		case "mercure":
+			if *mercureBin == "" {
+				if *mercureBin, err = exec.LookPath("mercure"); err != nil {
+					return fail(errors.New("the mercure target needs --mercure PATH"))
+				}
+			}
+			t = &mercure{bin: *mercureBin}
 		case "ds-reference":
 			if *dsReferenceDir == "" {
 				return fail(errors.New("the ds-reference target needs --ds-reference DIR"))
@@ -247,7 +258,7 @@ func benchMain(args []string) int {
 			}
 			t = &dsReference{node: *nodeBin, dir: dir, memory: *dsReferenceMemory}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, ds-reference, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, mercure, ds-reference, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}
@@ -272,6 +283,9 @@ func benchMain(args []string) int {
 	for _, t := range targets {
 		if d, ok := t.(*dsReference); ok && slices.ContainsFunc(scenarios, isDSScenario) {
 			b.printf("ds-reference: @durable-streams/server from %s, %s\n", d.dir, d.mode())
+		}
+		if m, ok := t.(*mercure); ok {
+			b.printf("mercure: %s, bolt transport (a bolt commit, so an fsync, per publish)\n", m.bin)
 		}
 	}
 	for _, c := range cases {

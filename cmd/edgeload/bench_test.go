@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // The tracker counts what a watcher missed, got twice or got late, by the
@@ -185,3 +192,107 @@ func TestBenchDSWatch(t *testing.T) {
 type fakeDS string
 
 func (f fakeDS) DSAddr() string { return string(f) }
+
+// The Mercure publisher's token is an RFC 9068 access token for the hub,
+// signed with the key of the hub's Caddyfile, granting publish on every
+// topic.
+func TestBenchMercureToken(t *testing.T) {
+	key := "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	cfg := mercureCaddyfile(4321, "/tmp/x/mercure.db", key)
+	for _, want := range []string{"transport bolt {", `path "/tmp/x/mercure.db"`, "jwt " + key + " HS256",
+		"issuer " + mercureIssuer + " {", "resource_identifier http://127.0.0.1:4321/.well-known/mercure", "anonymous",
+		"http://127.0.0.1:4321 {"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("Caddyfile without %q:\n%s", want, cfg)
+		}
+	}
+	s, err := mercureToken("http://127.0.0.1:4321/.well-known/mercure", []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Parse(s, func(*jwt.Token) (any, error) { return []byte(key), nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer(mercureIssuer),
+		jwt.WithAudience("http://127.0.0.1:4321/.well-known/mercure"), jwt.WithExpirationRequired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Header["typ"] != "at+jwt" {
+		t.Errorf("typ %v", tok.Header["typ"])
+	}
+	details, _ := json.Marshal(tok.Claims.(jwt.MapClaims)["authorization_details"])
+	if string(details) != `[{"actions":["publish"],"topics":[{"match":"*"}],"type":"https://mercure.rocks/authorization-detail"}]` {
+		t.Errorf("authorization_details %s", details)
+	}
+}
+
+// runBenchMain runs `edgeload bench` in this process at the tiny scale
+// (building edgehub from this module when it is a target) and returns its
+// exit code and its measurements.
+func runBenchMain(t *testing.T, args ...string) (int, []measurement) {
+	t.Helper()
+	jsonFile := filepath.Join(t.TempDir(), "bench.jsonl")
+	code := benchMain(append([]string{"--scale", "tiny", "--rounds", "1", "--json", jsonFile}, args...))
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []measurement
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			Summary bool `json:"summary"`
+			measurement
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("JSON line %q: %v", line, err)
+		}
+		if !m.Summary {
+			ms = append(ms, m.measurement)
+		}
+	}
+	return code, ms
+}
+
+// mercureBinary is a Mercure hub to run the mercure target with:
+// $EDGELOAD_MERCURE, a mercure on PATH, or /tmp/peers/mercure.
+func mercureBinary() string {
+	if bin := os.Getenv("EDGELOAD_MERCURE"); bin != "" {
+		return bin
+	}
+	if bin, err := exec.LookPath("mercure"); err == nil {
+		return bin
+	}
+	if _, err := os.Stat("/tmp/peers/mercure"); err == nil {
+		return "/tmp/peers/mercure"
+	}
+	return ""
+}
+
+// With a Mercure binary at hand, every scenario it supports runs through
+// it at the tiny scale and works, and batch leaves it out. A peer's
+// violations are its own and only logged.
+func TestBenchMercure(t *testing.T) {
+	bin := mercureBinary()
+	if bin == "" {
+		t.Skip("no Mercure binary: set EDGELOAD_MERCURE, or put one on PATH or at /tmp/peers/mercure " +
+			"(git clone https://github.com/dunglas/mercure; cd mercure/caddy; go build -o /tmp/peers/mercure ./mercure)")
+	}
+	code, ms := runBenchMain(t, "--targets", "mercure", "--mercure", bin,
+		"--scenarios", strings.Join(defaultScenarios, ","))
+	if code != 0 {
+		t.Fatalf("edgeload bench exited %d", code)
+	}
+	var ran []string
+	for _, m := range ms {
+		ran = append(ran, m.Scenario)
+		if m.Error != "" {
+			t.Errorf("%s: %s", m.Scenario, m.Error)
+		}
+		if len(m.Violations) > 0 {
+			t.Logf("%s: violations %v", m.Scenario, m.Violations)
+		}
+	}
+	want := slices.DeleteFunc(slices.Clone(defaultScenarios), func(s string) bool { return s == "batch" })
+	if fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Fatalf("measured %v, want %v", ran, want)
+	}
+}
