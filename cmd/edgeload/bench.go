@@ -21,6 +21,8 @@ import (
 // sizes are the scale of each scenario.
 type sizes struct {
 	publish1, publish16 int // events
+	topics16            int // events over spreadTopics topics from 16 publishers
+	tenants16           int // events from 16 publishers, each on a tenant of its own
 	batches             int // NDJSON batches of batchSize events
 	fanout              []fanoutSize
 	fanoutFor           time.Duration
@@ -40,14 +42,17 @@ const batchSize = 1000
 
 // scales are the presets of --scale; flags override each size.
 var scales = map[string]sizes{
-	"tiny": {publish1: 100, publish16: 400, batches: 2, fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
+	"tiny": {publish1: 100, publish16: 400, topics16: 400, tenants16: 400, batches: 2,
+		fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
 		idle: 100, settle: 200 * time.Millisecond, catchup: 1000, topics: 200,
 		dsAppend1: 100, dsAppend16: 400, dsReaders: 10, dsRate: 50, dsFor: time.Second},
-	"medium": {publish1: 1000, publish16: 5000, batches: 10, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000,
+	"medium": {publish1: 1000, publish16: 5000, topics16: 5000, tenants16: 5000, batches: 10,
+		fanout: []fanoutSize{{1000, 100}, {5000, 20}}, fanoutFor: 3 * time.Second,
+		idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000,
 		dsAppend1: 1000, dsAppend16: 5000, dsReaders: 100, dsRate: 100, dsFor: 5 * time.Second},
-	"full": {publish1: 5000, publish16: 50000, batches: 100, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 10 * time.Second, idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000,
+	"full": {publish1: 5000, publish16: 50000, topics16: 50000, tenants16: 50000, batches: 100,
+		fanout: []fanoutSize{{1000, 100}, {5000, 20}}, fanoutFor: 10 * time.Second,
+		idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000,
 		dsAppend1: 5000, dsAppend16: 50000, dsReaders: 1000, dsRate: 100, dsFor: 10 * time.Second},
 }
 
@@ -56,7 +61,8 @@ var scales = map[string]sizes{
 // default --scenarios.
 var (
 	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse")
-	defaultScenarios = []string{"publish1", "publish16", "batch", "fanout", "idle", "catchup", "topics"}
+	defaultScenarios = []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup",
+		"topics"}
 )
 
 // benchCase is one scenario at one size: each target runs it once a round.
@@ -104,6 +110,8 @@ func benchMain(args []string) int {
 	fanoutFor := fs.Duration("fanout-for", 0, "how long each fan-out case publishes (full: 10s)")
 	publish1 := fs.Int("publish1", 0, "events of publish1 (full: 5000)")
 	publish16 := fs.Int("publish16", 0, "events of publish16 (full: 50000)")
+	topics16 := fs.Int("topics16", 0, "events of topics16, over 1000 topics (full: 50000)")
+	tenants16 := fs.Int("tenants16", 0, "events of tenants16, over 16 tenants (full: 50000)")
 	batchCount := fs.Int("batches", 0, "batches of 1000 events in batch (full: 100)")
 	idleN := fs.Int("idle", 0, "idle streams (full: 10000; capped by the open-files limit)")
 	catchupN := fs.Int("catchup", 0, "events to catch up on (full: 100000)")
@@ -137,7 +145,8 @@ func benchMain(args []string) int {
 	for _, o := range []struct {
 		flag int
 		size *int
-	}{{*publish1, &sz.publish1}, {*publish16, &sz.publish16}, {*batchCount, &sz.batches}, {*idleN, &sz.idle},
+	}{{*publish1, &sz.publish1}, {*publish16, &sz.publish16}, {*topics16, &sz.topics16}, {*tenants16, &sz.tenants16},
+		{*batchCount, &sz.batches}, {*idleN, &sz.idle},
 		{*catchupN, &sz.catchup}, {*topicsN, &sz.topics}, {*dsAppend1, &sz.dsAppend1}, {*dsAppend16, &sz.dsAppend16},
 		{*dsReaders, &sz.dsReaders}, {*dsRate, &sz.dsRate}} {
 		if o.flag > 0 {
@@ -393,6 +402,26 @@ func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 				metrics: append([]string{"events_per_s"}, lat...),
 				run: func(ctx context.Context, t Target) (*result, error) {
 					return publishers(ctx, t, c, n)
+				}})
+		case "topics16":
+			n := sz.topics16
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("topics16: %d events from 16 concurrent publishers over %d topics (round-robin), "+
+					"each waiting for its answer", n, spreadTopics),
+				params:  map[string]any{"publishers": 16, "events": n, "topics": spreadTopics},
+				metrics: append([]string{"events_per_s"}, lat...),
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return topicsSpread(ctx, t, 16, n, spreadTopics)
+				}})
+		case "tenants16":
+			n := sz.tenants16
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("tenants16: %d events from 16 concurrent publishers, each on a tenant of its own "+
+					"(Edgehub: bench-0..15, publisher i on process i mod N; peers: a topic each), each waiting for its answer", n),
+				params:  map[string]any{"publishers": 16, "events": n, "tenants": 16},
+				metrics: append([]string{"events_per_s"}, lat...),
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return tenantsSpread(ctx, t, 16, n)
 				}})
 		case "batch":
 			n := sz.batches

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -193,6 +195,114 @@ type fakeDS string
 
 func (f fakeDS) DSAddr() string { return string(f) }
 
+// fakeHub answers each publish, after 0.1 ms, with the next position of
+// its topic (or, as a tenantHub, of its tenant's topic on its process)
+// and records where each went; skip names a destination whose third
+// answer repeats its second.
+type fakeHub struct {
+	procs int
+	skip  string
+	mu    sync.Mutex
+	seq   map[string]int64
+	calls map[string]int
+}
+
+func (f *fakeHub) answer(dest string) int64 {
+	time.Sleep(100 * time.Microsecond) // so that every publisher gets its share of the events
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seq == nil {
+		f.seq, f.calls = map[string]int64{}, map[string]int{}
+	}
+	f.calls[dest]++
+	if dest == f.skip && f.calls[dest] == 3 {
+		return f.seq[dest]
+	}
+	f.seq[dest]++
+	return f.seq[dest]
+}
+
+func (f *fakeHub) Name() string                        { return "fake" }
+func (f *fakeHub) Supports(string) bool                { return true }
+func (f *fakeHub) Start(context.Context, string) error { return nil }
+func (f *fakeHub) Stop() error                         { return nil }
+func (f *fakeHub) PID() int                            { return 0 }
+func (f *fakeHub) Publish(_ context.Context, topic string, _ []byte) (int64, error) {
+	return f.answer(topic), nil
+}
+
+func (f *fakeHub) PublishBatch(context.Context, string, [][]byte) ([]int64, error) {
+	return nil, errNoBatch
+}
+
+func (f *fakeHub) Watch(context.Context, string, bool, func(), func(Delivery) error) error {
+	return errors.New("no watch")
+}
+
+type fakeTenantHub struct{ fakeHub }
+
+func (f *fakeTenantHub) Procs() int { return f.procs }
+func (f *fakeTenantHub) PublishTenant(_ context.Context, proc int, tenant, topic string, _ []byte) (int64, error) {
+	return f.answer(fmt.Sprintf("%d %s/%s", proc, tenant, topic)), nil
+}
+
+// topics16 sends event i to topic (i-1) mod 1000 and holds each topic's
+// answers to 1..k; a repeated answer on one topic is one violation.
+func TestBenchTopicsSpread(t *testing.T) {
+	f := &fakeHub{skip: "spread-7"}
+	r, err := topicsSpread(context.Background(), f, 16, 3500, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.violations.String() != "answer_duplicate 1, answer_missing 1" {
+		t.Fatalf("violations %v", r.violations)
+	}
+	for topic, want := range map[string]int{"spread-0": 4, "spread-499": 4, "spread-500": 3, "spread-999": 3} {
+		if f.calls[topic] != want {
+			t.Errorf("%s got %d events, want %d", topic, f.calls[topic], want)
+		}
+	}
+	if len(f.calls) != 1001 || r.metrics["events_per_s"] <= 0 { // 1000 topics and the warm-up's
+		t.Fatalf("%d destinations, metrics %v", len(f.calls), r.metrics)
+	}
+}
+
+// tenants16 puts publisher w on tenant bench-w on process w mod the
+// processes (after one untimed event each), and a target without tenants
+// on a topic per publisher; each destination's answers are 1..k, rising.
+func TestBenchTenantsSpread(t *testing.T) {
+	f := &fakeTenantHub{fakeHub{procs: 3}}
+	r, err := tenantsSpread(context.Background(), f, 16, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.violations) != 0 {
+		t.Fatalf("violations %v", r.violations)
+	}
+	events := 0
+	for w := range 16 {
+		if f.calls[fmt.Sprintf("%d bench-%d/warmup", w%3, w)] != 1 {
+			t.Errorf("publisher %d: no warm-up event on process %d", w, w%3)
+		}
+		events += f.calls[fmt.Sprintf("%d bench-%d/tenants16", w%3, w)]
+	}
+	if events != 800 || len(f.calls) != 33 { // 16 tenants' two topics, and bench's warm-up
+		t.Fatalf("%d events on the tenants' topics; destinations %v", events, f.calls)
+	}
+
+	p := &fakeHub{skip: "tenants16-5"}
+	r, err = tenantsSpread(context.Background(), p, 16, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.violations.String() != "answer_duplicate 1, answer_missing 1" {
+		t.Fatalf("violations %v", r.violations)
+	}
+	if p.calls["warmup-5"] != 1 || p.calls["tenants16-5"] == 0 {
+		t.Fatalf("destinations %v", p.calls)
+	}
+}
+
 // The Mercure publisher's token is an RFC 9068 access token for the hub,
 // signed with the key of the hub's Caddyfile, granting publish on every
 // topic.
@@ -250,6 +360,29 @@ func runBenchMain(t *testing.T, args ...string) (int, []measurement) {
 		}
 	}
 	return code, ms
+}
+
+// topics16 and tenants16 run against Edgehub, at the tiny scale with
+// more events than topics16 has topics (so that topics see more than one
+// event), every answer checked.
+func TestBenchSpreadScenariosOnEdgehub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs edgehub")
+	}
+	code, ms := runBenchMain(t, "--targets", "edgehub", "--scenarios", "topics16,tenants16", "--topics16", "2500")
+	if code != 0 {
+		t.Fatalf("edgeload bench exited %d", code)
+	}
+	var ran []string
+	for _, m := range ms {
+		ran = append(ran, m.Scenario)
+		if m.Error != "" || len(m.Violations) > 0 || m.Metrics["events_per_s"] <= 0 {
+			t.Errorf("%s: error %q, violations %v, metrics %v", m.Scenario, m.Error, m.Violations, m.Metrics)
+		}
+	}
+	if fmt.Sprint(ran) != "[topics16 tenants16]" {
+		t.Fatalf("measured %v", ran)
+	}
 }
 
 // mercureBinary is a Mercure hub to run the mercure target with:
