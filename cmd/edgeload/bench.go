@@ -21,6 +21,8 @@ import (
 // sizes are the scale of each scenario.
 type sizes struct {
 	publish1, publish16 int // events
+	topics16            int // events over spreadTopics topics from 16 publishers
+	tenants16           int // events from 16 publishers, each on a tenant of its own
 	batches             int // NDJSON batches of batchSize events
 	fanout              []fanoutSize
 	fanoutFor           time.Duration
@@ -40,14 +42,17 @@ const batchSize = 1000
 
 // scales are the presets of --scale; flags override each size.
 var scales = map[string]sizes{
-	"tiny": {publish1: 100, publish16: 400, batches: 2, fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
+	"tiny": {publish1: 100, publish16: 400, topics16: 400, tenants16: 400, batches: 2,
+		fanout: []fanoutSize{{50, 50}}, fanoutFor: time.Second,
 		idle: 100, settle: 200 * time.Millisecond, catchup: 1000, topics: 200,
 		dsAppend1: 100, dsAppend16: 400, dsReaders: 10, dsRate: 50, dsFor: time.Second},
-	"medium": {publish1: 1000, publish16: 5000, batches: 10, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 3 * time.Second, idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000,
+	"medium": {publish1: 1000, publish16: 5000, topics16: 5000, tenants16: 5000, batches: 10,
+		fanout: []fanoutSize{{1000, 100}, {5000, 20}}, fanoutFor: 3 * time.Second,
+		idle: 3000, settle: 2 * time.Second, catchup: 20000, topics: 5000,
 		dsAppend1: 1000, dsAppend16: 5000, dsReaders: 100, dsRate: 100, dsFor: 5 * time.Second},
-	"full": {publish1: 5000, publish16: 50000, batches: 100, fanout: []fanoutSize{{1000, 100}, {5000, 20}},
-		fanoutFor: 10 * time.Second, idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000,
+	"full": {publish1: 5000, publish16: 50000, topics16: 50000, tenants16: 50000, batches: 100,
+		fanout: []fanoutSize{{1000, 100}, {5000, 20}}, fanoutFor: 10 * time.Second,
+		idle: 10000, settle: 2 * time.Second, catchup: 100000, topics: 100000,
 		dsAppend1: 5000, dsAppend16: 50000, dsReaders: 1000, dsRate: 100, dsFor: 10 * time.Second},
 }
 
@@ -56,7 +61,8 @@ var scales = map[string]sizes{
 // default --scenarios.
 var (
 	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse")
-	defaultScenarios = []string{"publish1", "publish16", "batch", "fanout", "idle", "catchup", "topics"}
+	defaultScenarios = []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup",
+		"topics"}
 )
 
 // benchCase is one scenario at one size: each target runs it once a round.
@@ -93,7 +99,8 @@ func benchMain(args []string) int {
 	bin := fs.String("bin", "", "edgehub binary (default: go build ./cmd/edgehub)")
 	ceilingBin := fs.String("ceiling", "", "edgeceiling binary (default: go build ./cmd/edgeceiling)")
 	centrifugoBin := fs.String("centrifugo", "", "a Centrifugo v6 binary; adds the centrifugo target")
-	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, ceiling)")
+	mercureBin := fs.String("mercure", "", "a Mercure hub binary (caddy/mercure in its repository); adds the mercure target, on its bolt transport")
+	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, mercure if --mercure, ceiling)")
 	scenarioList := fs.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run (the Durable Streams ones, ds-append and ds-sse, only when named)")
 	scale := fs.String("scale", "full", "tiny, medium or full: the sizes below when they are not given")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every target once per case, in order")
@@ -103,6 +110,8 @@ func benchMain(args []string) int {
 	fanoutFor := fs.Duration("fanout-for", 0, "how long each fan-out case publishes (full: 10s)")
 	publish1 := fs.Int("publish1", 0, "events of publish1 (full: 5000)")
 	publish16 := fs.Int("publish16", 0, "events of publish16 (full: 50000)")
+	topics16 := fs.Int("topics16", 0, "events of topics16, over 1000 topics (full: 50000)")
+	tenants16 := fs.Int("tenants16", 0, "events of tenants16, over 16 tenants (full: 50000)")
 	batchCount := fs.Int("batches", 0, "batches of 1000 events in batch (full: 100)")
 	idleN := fs.Int("idle", 0, "idle streams (full: 10000; capped by the open-files limit)")
 	catchupN := fs.Int("catchup", 0, "events to catch up on (full: 100000)")
@@ -136,7 +145,8 @@ func benchMain(args []string) int {
 	for _, o := range []struct {
 		flag int
 		size *int
-	}{{*publish1, &sz.publish1}, {*publish16, &sz.publish16}, {*batchCount, &sz.batches}, {*idleN, &sz.idle},
+	}{{*publish1, &sz.publish1}, {*publish16, &sz.publish16}, {*topics16, &sz.topics16}, {*tenants16, &sz.tenants16},
+		{*batchCount, &sz.batches}, {*idleN, &sz.idle},
 		{*catchupN, &sz.catchup}, {*topicsN, &sz.topics}, {*dsAppend1, &sz.dsAppend1}, {*dsAppend16, &sz.dsAppend16},
 		{*dsReaders, &sz.dsReaders}, {*dsRate, &sz.dsRate}} {
 		if o.flag > 0 {
@@ -191,6 +201,9 @@ func benchMain(args []string) int {
 	if *centrifugoBin != "" {
 		names = append(names, "centrifugo")
 	}
+	if *mercureBin != "" {
+		names = append(names, "mercure")
+	}
 	// ds-reference runs only the Durable Streams scenarios, the ceiling
 	// none of them: the default list leaves out a target with nothing to run.
 	if *dsReferenceDir != "" && slices.ContainsFunc(scenarios, isDSScenario) {
@@ -234,6 +247,13 @@ func benchMain(args []string) int {
 				}
 			}
 			t = &centrifugo{bin: *centrifugoBin}
+		case "mercure":
+			if *mercureBin == "" {
+				if *mercureBin, err = exec.LookPath("mercure"); err != nil {
+					return fail(errors.New("the mercure target needs --mercure PATH"))
+				}
+			}
+			t = &mercure{bin: *mercureBin}
 		case "ds-reference":
 			if *dsReferenceDir == "" {
 				return fail(errors.New("the ds-reference target needs --ds-reference DIR"))
@@ -247,7 +267,7 @@ func benchMain(args []string) int {
 			}
 			t = &dsReference{node: *nodeBin, dir: dir, memory: *dsReferenceMemory}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, ds-reference, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, mercure, ds-reference, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}
@@ -272,6 +292,9 @@ func benchMain(args []string) int {
 	for _, t := range targets {
 		if d, ok := t.(*dsReference); ok && slices.ContainsFunc(scenarios, isDSScenario) {
 			b.printf("ds-reference: @durable-streams/server from %s, %s\n", d.dir, d.mode())
+		}
+		if m, ok := t.(*mercure); ok {
+			b.printf("mercure: %s, bolt transport (a bolt commit, so an fsync, per publish)\n", m.bin)
 		}
 	}
 	for _, c := range cases {
@@ -379,6 +402,26 @@ func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 				metrics: append([]string{"events_per_s"}, lat...),
 				run: func(ctx context.Context, t Target) (*result, error) {
 					return publishers(ctx, t, c, n)
+				}})
+		case "topics16":
+			n := sz.topics16
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("topics16: %d events from 16 concurrent publishers over %d topics (round-robin), "+
+					"each waiting for its answer", n, spreadTopics),
+				params:  map[string]any{"publishers": 16, "events": n, "topics": spreadTopics},
+				metrics: append([]string{"events_per_s"}, lat...),
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return topicsSpread(ctx, t, 16, n, spreadTopics)
+				}})
+		case "tenants16":
+			n := sz.tenants16
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("tenants16: %d events from 16 concurrent publishers, each on a tenant of its own "+
+					"(Edgehub: bench-0..15, publisher i on process i mod N; peers: a topic each), each waiting for its answer", n),
+				params:  map[string]any{"publishers": 16, "events": n, "tenants": 16},
+				metrics: append([]string{"events_per_s"}, lat...),
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return tenantsSpread(ctx, t, 16, n)
 				}})
 		case "batch":
 			n := sz.batches

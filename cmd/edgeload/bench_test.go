@@ -2,14 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // The tracker counts what a watcher missed, got twice or got late, by the
@@ -185,3 +194,238 @@ func TestBenchDSWatch(t *testing.T) {
 type fakeDS string
 
 func (f fakeDS) DSAddr() string { return string(f) }
+
+// fakeHub answers each publish, after 0.1 ms, with the next position of
+// its topic (or, as a tenantHub, of its tenant's topic on its process)
+// and records where each went; skip names a destination whose third
+// answer repeats its second.
+type fakeHub struct {
+	procs int
+	skip  string
+	mu    sync.Mutex
+	seq   map[string]int64
+	calls map[string]int
+}
+
+func (f *fakeHub) answer(dest string) int64 {
+	time.Sleep(100 * time.Microsecond) // so that every publisher gets its share of the events
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seq == nil {
+		f.seq, f.calls = map[string]int64{}, map[string]int{}
+	}
+	f.calls[dest]++
+	if dest == f.skip && f.calls[dest] == 3 {
+		return f.seq[dest]
+	}
+	f.seq[dest]++
+	return f.seq[dest]
+}
+
+func (f *fakeHub) Name() string                        { return "fake" }
+func (f *fakeHub) Supports(string) bool                { return true }
+func (f *fakeHub) Start(context.Context, string) error { return nil }
+func (f *fakeHub) Stop() error                         { return nil }
+func (f *fakeHub) PID() int                            { return 0 }
+func (f *fakeHub) Publish(_ context.Context, topic string, _ []byte) (int64, error) {
+	return f.answer(topic), nil
+}
+
+func (f *fakeHub) PublishBatch(context.Context, string, [][]byte) ([]int64, error) {
+	return nil, errNoBatch
+}
+
+func (f *fakeHub) Watch(context.Context, string, bool, func(), func(Delivery) error) error {
+	return errors.New("no watch")
+}
+
+type fakeTenantHub struct{ fakeHub }
+
+func (f *fakeTenantHub) Procs() int { return f.procs }
+func (f *fakeTenantHub) PublishTenant(_ context.Context, proc int, tenant, topic string, _ []byte) (int64, error) {
+	return f.answer(fmt.Sprintf("%d %s/%s", proc, tenant, topic)), nil
+}
+
+// topics16 sends event i to topic (i-1) mod 1000 and holds each topic's
+// answers to 1..k; a repeated answer on one topic is one violation.
+func TestBenchTopicsSpread(t *testing.T) {
+	f := &fakeHub{skip: "spread-7"}
+	r, err := topicsSpread(context.Background(), f, 16, 3500, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.violations.String() != "answer_duplicate 1, answer_missing 1" {
+		t.Fatalf("violations %v", r.violations)
+	}
+	for topic, want := range map[string]int{"spread-0": 4, "spread-499": 4, "spread-500": 3, "spread-999": 3} {
+		if f.calls[topic] != want {
+			t.Errorf("%s got %d events, want %d", topic, f.calls[topic], want)
+		}
+	}
+	if len(f.calls) != 1001 || r.metrics["events_per_s"] <= 0 { // 1000 topics and the warm-up's
+		t.Fatalf("%d destinations, metrics %v", len(f.calls), r.metrics)
+	}
+}
+
+// tenants16 puts publisher w on tenant bench-w on process w mod the
+// processes (after one untimed event each), and a target without tenants
+// on a topic per publisher; each destination's answers are 1..k, rising.
+func TestBenchTenantsSpread(t *testing.T) {
+	f := &fakeTenantHub{fakeHub{procs: 3}}
+	r, err := tenantsSpread(context.Background(), f, 16, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.violations) != 0 {
+		t.Fatalf("violations %v", r.violations)
+	}
+	events := 0
+	for w := range 16 {
+		if f.calls[fmt.Sprintf("%d bench-%d/warmup", w%3, w)] != 1 {
+			t.Errorf("publisher %d: no warm-up event on process %d", w, w%3)
+		}
+		events += f.calls[fmt.Sprintf("%d bench-%d/tenants16", w%3, w)]
+	}
+	if events != 800 || len(f.calls) != 33 { // 16 tenants' two topics, and bench's warm-up
+		t.Fatalf("%d events on the tenants' topics; destinations %v", events, f.calls)
+	}
+
+	p := &fakeHub{skip: "tenants16-5"}
+	r, err = tenantsSpread(context.Background(), p, 16, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.violations.String() != "answer_duplicate 1, answer_missing 1" {
+		t.Fatalf("violations %v", r.violations)
+	}
+	if p.calls["warmup-5"] != 1 || p.calls["tenants16-5"] == 0 {
+		t.Fatalf("destinations %v", p.calls)
+	}
+}
+
+// The Mercure publisher's token is an RFC 9068 access token for the hub,
+// signed with the key of the hub's Caddyfile, granting publish on every
+// topic.
+func TestBenchMercureToken(t *testing.T) {
+	key := "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	cfg := mercureCaddyfile(4321, "/tmp/x/mercure.db", key)
+	for _, want := range []string{"transport bolt {", `path "/tmp/x/mercure.db"`, "jwt " + key + " HS256",
+		"issuer " + mercureIssuer + " {", "resource_identifier http://127.0.0.1:4321/.well-known/mercure", "anonymous",
+		"http://127.0.0.1:4321 {"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("Caddyfile without %q:\n%s", want, cfg)
+		}
+	}
+	s, err := mercureToken("http://127.0.0.1:4321/.well-known/mercure", []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Parse(s, func(*jwt.Token) (any, error) { return []byte(key), nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer(mercureIssuer),
+		jwt.WithAudience("http://127.0.0.1:4321/.well-known/mercure"), jwt.WithExpirationRequired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Header["typ"] != "at+jwt" {
+		t.Errorf("typ %v", tok.Header["typ"])
+	}
+	details, _ := json.Marshal(tok.Claims.(jwt.MapClaims)["authorization_details"])
+	if string(details) != `[{"actions":["publish"],"topics":[{"match":"*"}],"type":"https://mercure.rocks/authorization-detail"}]` {
+		t.Errorf("authorization_details %s", details)
+	}
+}
+
+// runBenchMain runs `edgeload bench` in this process at the tiny scale
+// (building edgehub from this module when it is a target) and returns its
+// exit code and its measurements.
+func runBenchMain(t *testing.T, args ...string) (int, []measurement) {
+	t.Helper()
+	jsonFile := filepath.Join(t.TempDir(), "bench.jsonl")
+	code := benchMain(append([]string{"--scale", "tiny", "--rounds", "1", "--json", jsonFile}, args...))
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []measurement
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			Summary bool `json:"summary"`
+			measurement
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("JSON line %q: %v", line, err)
+		}
+		if !m.Summary {
+			ms = append(ms, m.measurement)
+		}
+	}
+	return code, ms
+}
+
+// topics16 and tenants16 run against Edgehub, at the tiny scale with
+// more events than topics16 has topics (so that topics see more than one
+// event), every answer checked.
+func TestBenchSpreadScenariosOnEdgehub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs edgehub")
+	}
+	code, ms := runBenchMain(t, "--targets", "edgehub", "--scenarios", "topics16,tenants16", "--topics16", "2500")
+	if code != 0 {
+		t.Fatalf("edgeload bench exited %d", code)
+	}
+	var ran []string
+	for _, m := range ms {
+		ran = append(ran, m.Scenario)
+		if m.Error != "" || len(m.Violations) > 0 || m.Metrics["events_per_s"] <= 0 {
+			t.Errorf("%s: error %q, violations %v, metrics %v", m.Scenario, m.Error, m.Violations, m.Metrics)
+		}
+	}
+	if fmt.Sprint(ran) != "[topics16 tenants16]" {
+		t.Fatalf("measured %v", ran)
+	}
+}
+
+// mercureBinary is a Mercure hub to run the mercure target with:
+// $EDGELOAD_MERCURE, a mercure on PATH, or /tmp/peers/mercure.
+func mercureBinary() string {
+	if bin := os.Getenv("EDGELOAD_MERCURE"); bin != "" {
+		return bin
+	}
+	if bin, err := exec.LookPath("mercure"); err == nil {
+		return bin
+	}
+	if _, err := os.Stat("/tmp/peers/mercure"); err == nil {
+		return "/tmp/peers/mercure"
+	}
+	return ""
+}
+
+// With a Mercure binary at hand, every scenario it supports runs through
+// it at the tiny scale and works, and batch leaves it out. A peer's
+// violations are its own and only logged.
+func TestBenchMercure(t *testing.T) {
+	bin := mercureBinary()
+	if bin == "" {
+		t.Skip("no Mercure binary: set EDGELOAD_MERCURE, or put one on PATH or at /tmp/peers/mercure " +
+			"(git clone https://github.com/dunglas/mercure; cd mercure/caddy; go build -o /tmp/peers/mercure ./mercure)")
+	}
+	code, ms := runBenchMain(t, "--targets", "mercure", "--mercure", bin,
+		"--scenarios", strings.Join(defaultScenarios, ","))
+	if code != 0 {
+		t.Fatalf("edgeload bench exited %d", code)
+	}
+	var ran []string
+	for _, m := range ms {
+		ran = append(ran, m.Scenario)
+		if m.Error != "" {
+			t.Errorf("%s: %s", m.Scenario, m.Error)
+		}
+		if len(m.Violations) > 0 {
+			t.Logf("%s: violations %v", m.Scenario, m.Violations)
+		}
+	}
+	want := slices.DeleteFunc(slices.Clone(defaultScenarios), func(s string) bool { return s == "batch" })
+	if fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Fatalf("measured %v, want %v", ran, want)
+	}
+}

@@ -177,19 +177,24 @@ func (b *bench) report(cr caseResult) {
 			}
 		}
 	}
-	if isDSScenario(cr.c.scenario) {
-		b.reportRatios(cr, ts)
+	for _, peer := range []string{"ds-reference", "centrifugo", "mercure"} {
+		b.reportRatios(cr, ts, peer)
 	}
 	for _, t := range ts {
 		b.writeSummary(cr, t, fractions[t])
 	}
 }
 
-// reportRatios prints, for a Durable Streams case, each Edgehub target's
-// medians over the reference server's, metric by metric (above 1: a
-// higher rate, or a longer latency, than the reference's).
-func (b *bench) reportRatios(cr caseResult, ts []string) {
-	if !slices.Contains(ts, "ds-reference") {
+// notRatioed are the metrics that reportRatios leaves out: counts, flags
+// and durations that a ratio says nothing about.
+var notRatioed = []string{"open_s", "sse_reconnects", "seconds", "complete", "hubs_active_after", "hubs_active_end",
+	"passivated_s", "rss_passivated_mib"}
+
+// reportRatios prints, for a case that peer took part in, each Edgehub
+// target's medians over the peer's, metric by metric (above 1: a higher
+// rate, or a longer latency or more memory, than the peer's).
+func (b *bench) reportRatios(cr caseResult, ts []string, peer string) {
+	if !slices.Contains(ts, peer) {
 		return
 	}
 	for _, t := range ts {
@@ -198,17 +203,17 @@ func (b *bench) reportRatios(cr caseResult, ts []string) {
 		}
 		var parts []string
 		for _, metric := range cr.c.metrics {
-			if metric == "open_s" || metric == "sse_reconnects" {
+			if slices.Contains(notRatioed, metric) {
 				continue
 			}
 			te, ok1 := spreadOf(cr.values(t, metric))
-			re, ok2 := spreadOf(cr.values("ds-reference", metric))
+			re, ok2 := spreadOf(cr.values(peer, metric))
 			if ok1 && ok2 && re.med > 0 {
 				parts = append(parts, fmt.Sprintf("%s %s", labels[metric], num(te.med/re.med)))
 			}
 		}
 		if len(parts) > 0 {
-			b.printf("  %s / ds-reference (medians): %s\n", t, strings.Join(parts, ", "))
+			b.printf("  %s / %s (medians): %s\n", t, peer, strings.Join(parts, ", "))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,8 +57,88 @@ func publishers(ctx context.Context, t Target, c, n int) (*result, error) {
 		return nil, err
 	}
 	topic := fmt.Sprintf("publish%d", c)
+	return publishLoad(ctx, c, n, c == 1, func(ctx context.Context, _ int, i int64) (string, int64, error) {
+		p, err := t.Publish(ctx, topic, payload(i, ""))
+		return topic, p, err
+	})
+}
+
+// spreadTopics is how many topics topics16 publishes over.
+const spreadTopics = 1000
+
+// topicsSpread publishes n events from c concurrent publishers, event i
+// to topic (i-1) mod topics, each publisher waiting for its answer: events
+// per second, answer latency, and on each topic answered positions 1..k
+// once each for its k events. Two publishers can have events of one
+// topic in flight at once, so their order is not checked.
+func topicsSpread(ctx context.Context, t Target, c, n, topics int) (*result, error) {
+	if err := warm(ctx, t); err != nil {
+		return nil, err
+	}
+	return publishLoad(ctx, c, n, false, func(ctx context.Context, _ int, i int64) (string, int64, error) {
+		topic := "spread-" + strconv.FormatInt((i-1)%int64(topics), 10)
+		p, err := t.Publish(ctx, topic, payload(i, ""))
+		return topic, p, err
+	})
+}
+
+// tenantHub is a target with tenants, and perhaps several processes
+// (Edgehub): tenants16 gives each publisher a tenant of its own, all on
+// one process, as a tenant's webhooks would reach the process that its
+// load balancer pins it to.
+type tenantHub interface {
+	Procs() int
+	// PublishTenant publishes to a tenant's topic on one process (0 to
+	// Procs()-1).
+	PublishTenant(ctx context.Context, proc int, tenant, topic string, data []byte) (int64, error)
+}
+
+// tenantsSpread publishes n events from c concurrent publishers, each
+// waiting for its answer, publisher w on topic "tenants16" of tenant
+// bench-w on process w mod the target's processes (a target without
+// tenants: on topic tenants16-w). Each publisher first sends one event
+// to its tenant, untimed, so that no first request of a tenant is timed.
+// Events per second, answer latency, and each publisher's answered
+// positions 1..k, rising.
+func tenantsSpread(ctx context.Context, t Target, c, n int) (*result, error) {
+	if err := warm(ctx, t); err != nil {
+		return nil, err
+	}
+	th, tenants := t.(tenantHub)
+	send := func(ctx context.Context, w int, topic string, data []byte) (string, int64, error) {
+		if !tenants {
+			topic = fmt.Sprintf("%s-%d", topic, w)
+			p, err := t.Publish(ctx, topic, data)
+			return topic, p, err
+		}
+		tenant := fmt.Sprintf("bench-%d", w)
+		p, err := th.PublishTenant(ctx, w%th.Procs(), tenant, topic, data)
+		return tenant + "/" + topic, p, err
+	}
+	for w := range c {
+		if _, _, err := send(ctx, w, "warmup", payload(1, "")); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	return publishLoad(ctx, c, n, true, func(ctx context.Context, w int, i int64) (string, int64, error) {
+		return send(ctx, w, "tenants16", payload(i, ""))
+	})
+}
+
+// publishLoad runs c concurrent publishers over events 1..n (each takes
+// the next number when its last publish is answered), timing each
+// publish, whose send names where it went (a topic) and answers the
+// position. Each destination's answered positions must be 1..k once
+// each for its k events, and rising if ordered.
+func publishLoad(ctx context.Context, c, n int, ordered bool,
+	send func(ctx context.Context, publisher int, i int64) (dest string, pos int64, err error),
+) (*result, error) {
+	type answer struct {
+		dest string
+		pos  int64
+	}
 	lat := make([][]int64, c)
-	pos := make([][]int64, c)
+	answers := make([][]answer, c)
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -66,13 +147,13 @@ func publishers(ctx context.Context, t Target, c, n int) (*result, error) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n) && failed.Load() == nil; i = next.Add(1) {
 				t0 := time.Now()
-				p, err := t.Publish(ctx, topic, payload(i, ""))
+				dest, p, err := send(ctx, w, i)
 				if err != nil {
 					failed.Store(&err)
 					return
 				}
 				lat[w] = append(lat[w], int64(time.Since(t0)))
-				pos[w] = append(pos[w], p)
+				answers[w] = append(answers[w], answer{dest, p})
 			}
 		})
 	}
@@ -84,7 +165,22 @@ func publishers(ctx context.Context, t Target, c, n int) (*result, error) {
 	r := newResult()
 	r.metrics["events_per_s"] = float64(n) / el.Seconds()
 	r.latencies("", slices.Concat(lat...))
-	checkPositions(r.violations, slices.Concat(pos...), int64(n), c == 1)
+	// Each publisher's answers are in its order; a destination's are
+	// checked in the order of its publishers', which is its order when one
+	// publisher alone sends to it.
+	byDest := map[string][]int64{}
+	var dests []string
+	for _, as := range answers {
+		for _, a := range as {
+			if _, ok := byDest[a.dest]; !ok {
+				dests = append(dests, a.dest)
+			}
+			byDest[a.dest] = append(byDest[a.dest], a.pos)
+		}
+	}
+	for _, d := range dests {
+		checkPositions(r.violations, byDest[d], int64(len(byDest[d])), ordered)
+	}
 	return r, nil
 }
 

@@ -22,6 +22,13 @@ var errStreamEnded = errors.New("the stream ended")
 // connection to the end, and reading the response by hand keeps one
 // goroutine per stream on the benchmark's side of the same cores.
 func watchLoop(ctx context.Context, addr, path string, onData func(event, data []byte) error) error {
+	return watchLoopOpened(ctx, addr, path, nil, onData)
+}
+
+// watchLoopOpened is watchLoop for a hub whose stream is subscribed once
+// its response head has come (Mercure's sends no frame before the first
+// event): it calls opened, if set, on a 200 before the first data line.
+func watchLoopOpened(ctx context.Context, addr, path string, opened func(), onData func(event, data []byte) error) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -40,6 +47,9 @@ func watchLoop(ctx context.Context, addr, path string, onData func(event, data [
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 				return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(b))
+			}
+			if opened != nil {
+				opened()
 			}
 			err = sseScan(resp.Body, onData)
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

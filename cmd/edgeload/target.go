@@ -134,9 +134,19 @@ type process struct {
 // startProcess runs bin with args in dir. If listen is set, it waits for a
 // stderr line it matches and returns the address in its first group.
 func startProcess(ctx context.Context, dir, bin string, listen *regexp.Regexp, args ...string) (*process, string, error) {
+	return startProcessEnv(ctx, dir, nil, bin, listen, args...)
+}
+
+// startProcessEnv is startProcess with env added to this process's
+// environment (later entries win).
+func startProcessEnv(ctx context.Context, dir string, env []string, bin string, listen *regexp.Regexp, args ...string,
+) (*process, string, error) {
 	p := &process{exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = io.Discard
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -104,7 +104,20 @@ func (e *edgehub) url(topic, route string) string {
 }
 
 func (e *edgehub) Publish(ctx context.Context, topic string, data []byte) (int64, error) {
-	b, err := post(ctx, e.url(topic, "notify"), "application/json", nil, data)
+	return e.publish(ctx, e.url(topic, "notify"), data)
+}
+
+// Procs is how many processes serve the hub.
+func (e *edgehub) Procs() int { return len(e.addrs) }
+
+// PublishTenant publishes to a tenant's topic on process proc: in dev
+// mode every tenant exists.
+func (e *edgehub) PublishTenant(ctx context.Context, proc int, tenant, topic string, data []byte) (int64, error) {
+	return e.publish(ctx, "http://"+e.addrs[proc]+"/v1/tenants/"+tenant+"/topics/"+topic+"/notify", data)
+}
+
+func (e *edgehub) publish(ctx context.Context, u string, data []byte) (int64, error) {
+	b, err := post(ctx, u, "application/json", nil, data)
 	if err != nil {
 		return 0, err
 	}
