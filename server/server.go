@@ -65,7 +65,7 @@ type Config struct {
 	RetentionAge    time.Duration `default:"168h" env:"EDGEHUB_RETENTION_AGE" help:"Age after which events may be removed."`
 	StreamBuffer    int           `default:"1048576" env:"EDGEHUB_STREAM_BUFFER" help:"Bytes a live stream may queue before it reads from the backlog instead."`
 	// Sync is how durable a commit is before it is answered.
-	Sync string `default:"full" enum:"full,normal" env:"EDGEHUB_SYNC" help:"full: every answered commit survives a power loss (an fsync per commit group); normal: one survives a crash of the process, and a power loss may lose the last ones."`
+	Sync string `default:"full" enum:"full,normal" env:"EDGEHUB_SYNC" help:"full: every answered commit survives a power loss (the write-ahead log is flushed before the answer); normal: one survives a crash of the process, and a power loss may lose the last ones."`
 	// CommitDelay is backlog.CommitterOptions.Delay.
 	CommitDelay time.Duration `default:"250us" env:"EDGEHUB_COMMIT_DELAY" help:"Longest a commit waits for as many publishes as the last one held, so that concurrent publishers share an fsync (0: no wait)."`
 	// MaxRecentBytes bounds the newest commits all hubs keep in memory, so
