@@ -75,11 +75,15 @@ func newStream(limit int) *stream {
 }
 
 // take hands over everything queued, and whether the hub has stopped
-// pushing (demoted) or ended the stream after these items.
-func (s *stream) take() (items []*item, demoted, ended bool) {
+// pushing (demoted) or ended the stream after these items. spare, an
+// array the caller has emptied (no pointer left in it), becomes the
+// queue: the subscription gives back the array of its last take, so that
+// the two arrays take turns and a push allocates nothing once they have
+// grown to the stream's usual batch.
+func (s *stream) take(spare []*item) (items []*item, demoted, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	items, s.queue, s.bytes = s.queue, nil, 0
+	items, s.queue, s.bytes = s.queue, spare[:0], 0
 	return items, s.demoted, s.ended
 }
 

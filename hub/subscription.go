@@ -70,9 +70,12 @@ type Subscription struct {
 	// until, if not 0, is as far as the stream reads the backlog before it
 	// asks to go live: the hub keeps the commits after it (hub.recent).
 	until int64
-	// items are live events taken from the queue and not yet handed out;
-	// demoted and ended are what the hub said with them.
+	// items are live events taken from the queue, those before next
+	// handed out already (their places emptied), and the array goes back
+	// to the queue at the next take; demoted and ended are what the hub
+	// said with them.
 	items          []*item
+	next           int
 	demoted, ended bool
 	// freshAfter is the hub's head when it took the stream live: the
 	// events after it were pushed as they were committed, those up to it
@@ -175,8 +178,8 @@ func (s *Subscription) handLive(ctx context.Context, enc Encoder, b []byte, limi
 	var freed int64
 	defer func() { s.router.opts.ReadBudget.Shrink(s.tenant, freed) }()
 	for {
-		for len(s.items) > 0 && len(b) < limit {
-			it := s.items[0]
+		for s.next < len(s.items) && len(b) < limit {
+			it := s.items[s.next]
 			if need := int64(len(b)+len(it.Envelope)+event.EnvelopeOverhead) - freeFrameBytes; need > s.frames.Held() {
 				if err := s.frames.Wait(ctx, max(need-s.frames.Held(), freeFrameBytes)); err != nil {
 					return b, err
@@ -187,12 +190,12 @@ func (s *Subscription) handLive(ctx context.Context, enc Encoder, b []byte, limi
 			}
 			b = enc.AppendEvent(b, &it.Event, it.Envelope)
 			s.position = it.Event.Seq
-			freed += release(s.items[:1])
-			s.items[0] = nil
-			s.items = s.items[1:]
+			freed += release(s.items[s.next : s.next+1])
+			s.items[s.next] = nil
+			s.next++
 		}
 		switch {
-		case len(s.items) > 0:
+		case s.next < len(s.items):
 			s.stream.signal() // the rest next time
 			return b, nil
 		case s.ended:
@@ -206,14 +209,23 @@ func (s *Subscription) handLive(ctx context.Context, enc Encoder, b []byte, limi
 		// with what it said since. Its signal may have been spent on a
 		// wake-up that handed out the last of the previous take, so the
 		// queue is looked at now, not on the next signal.
-		items, demoted, ended := s.stream.take()
-		if len(items) == 0 && !demoted && !ended {
-			s.items = nil // an idle stream keeps no array behind it
+		spare := s.items[:0] // every place emptied as it was handed out
+		if cap(spare) > spareItems {
+			spare = nil // a burst's array is not kept for life
+		}
+		s.items, s.demoted, s.ended = s.stream.take(spare)
+		s.next = 0
+		if len(s.items) == 0 && !s.demoted && !s.ended {
 			return b, nil
 		}
-		s.items, s.demoted, s.ended = items, demoted, ended
 	}
 }
+
+// spareItems is the largest array of live items a stream keeps between
+// takes (two of them: its queue's and its own), so that a stream that is
+// pushed a few events at a time allocates nothing for them, and an idle
+// one keeps a few hundred bytes at most.
+const spareItems = 32
 
 // catchUp hands out the backlog after the position, a page at a time. A
 // page that reaches the head it was read at ends the reading; the hub then
@@ -341,8 +353,8 @@ func (s *Subscription) Close() {
 	s.hold.Release()
 	s.frames.Release()
 	s.dropSnapshot()
-	freed := release(s.stream.close()) + release(s.items)
-	s.items = nil
+	freed := release(s.stream.close()) + release(s.items[s.next:])
+	s.items, s.next = nil, 0
 	s.router.opts.ReadBudget.Shrink(s.tenant, freed)
 	s.router.opts.root.Send(s.hub, &unwatch{stream: s.stream})
 }
