@@ -80,12 +80,17 @@ const EnvelopeOverhead = 160
 func EnvelopesBytes(events []Event) int64 {
 	n := int64(EnvelopeOverhead)
 	for i := range events {
-		e := &events[i]
-		data := len(e.Data)
-		if e.Raw {
-			data = base64.StdEncoding.EncodedLen(data)
-		}
-		n += int64(data + len(e.Type) + len(e.Key) + EnvelopeOverhead)
+		n += int64(EnvelopeBytes(&events[i]))
 	}
 	return n
+}
+
+// EnvelopeBytes is what the envelope of e takes, at most, with the frame
+// around it: room enough to build it without growing its array.
+func EnvelopeBytes(e *Event) int {
+	data := len(e.Data)
+	if e.Raw {
+		data = base64.StdEncoding.EncodedLen(data)
+	}
+	return data + len(e.Type) + len(e.Key) + EnvelopeOverhead
 }

@@ -131,6 +131,9 @@ type Server struct {
 	streams     map[*sseStream]struct{}
 	ending      bool           // EndStreams has begun
 	streamsDone sync.WaitGroup // one count per tracked stream
+	// fanout writes the live pushes of the streams taken over from
+	// net/http.
+	fanout *fanout
 	// endBy is when the streams' writes must end, in Unix nanoseconds:
 	// 0 until EndStreams stores it, before it shortens each stream's
 	// deadline (setWriteDeadline).
@@ -150,7 +153,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		}
 	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{},
-		adminLog: newLogSample(adminLogEvery, adminLogBurst)}
+		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout()}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
@@ -233,6 +236,7 @@ func (s *Server) EndStreams() {
 		}
 		s.mu.Unlock()
 		s.streamsDone.Wait()
+		s.fanout.stop()
 	})
 }
 

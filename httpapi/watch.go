@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgehub/edgehub/auth"
@@ -27,7 +28,8 @@ const (
 // headers and hello, and writes what its subscription hands out until the
 // client or the server leaves. A plain HTTP/1.1 stream is written on its
 // connection, taken over from net/http (connWire), by a goroutine of its
-// own, and the handler returns; any other stream is written here.
+// own and, while it is live, by its writer in the server's pool
+// (fanout.go), and the handler returns; any other stream is written here.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	st := s.openStream(w, r, tenant, topic)
 	if st == nil {
@@ -42,7 +44,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	ctx, cancel := context.WithCancel(s.endCtx)
 	if cw, ok := s.takeOver(w, r); ok {
 		st.wire = cw
-		st.sub.OnReady(cw.wake)
+		if cw.raw != nil {
+			st.cw, st.w = cw, s.fanout.writer()
+			st.sub.OnReady(st.wake)
+		} else {
+			st.sub.OnReady(cw.wake)
+		}
 		// The hello is written on this goroutine, whose stack serving the
 		// request has grown already, so that the stream's own goroutine
 		// starts with a small one and keeps it while the stream idles.
@@ -142,10 +149,35 @@ type sseStream struct {
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire
-	pingAt        time.Time // when a heartbeat is due, if nothing is written before
-	buf           []byte
-	parts         [3][]byte // one flush's pieces, so that a flush allocates nothing
-	delivered     int       // event frames buffered since the last flush
+	// wrote is when the stream last wrote, in Unix nanoseconds: a
+	// heartbeat is due Heartbeat after.
+	wrote  atomic.Int64
+	buf    []byte
+	parts  [3][]byte // one flush's pieces, so that a flush allocates nothing
+	events int       // event frames buffered since the last flush
+
+	// The fields below serve a stream on a connection taken over from
+	// net/http (cw) from its writer w in the server's pool (fanout.go);
+	// w is nil for any other stream.
+	cw    *connWire
+	w     *writer
+	state atomic.Int32 // who writes the stream: byOwn, inPool, ...
+	// pingDue says the stream's own goroutine asks its writer for a
+	// heartbeat.
+	pingDue atomic.Bool
+	// back is where a writer hands back a stream that its own goroutine
+	// claimed while it ran it.
+	back chan struct{}
+	// mustNext says the writer handed the stream back for Next, and
+	// restEvents is the events of the chunk rest that it left (cw.rest);
+	// whoever writes the stream owns them.
+	mustNext   bool
+	restEvents int
+}
+
+// pingAt is when a heartbeat is due, if nothing is written before.
+func (st *sseStream) pingAt() time.Time {
+	return time.Unix(0, st.wrote.Load()).Add(st.s.cfg.Heartbeat)
 }
 
 // serve writes the stream, once it has opened (helloErr is open's), until
@@ -220,7 +252,20 @@ func (st *sseStream) hello() error {
 func (st *sseStream) run(ctx context.Context) error {
 	sub := st.sub
 	for {
-		ping, err := st.wire.wait(ctx, sub.Ready(), st.pingAt)
+		if st.w != nil {
+			if err := st.finish(); err != nil {
+				return err
+			}
+			if !st.mustNext && !st.cw.left && sub.Live() {
+				if err := st.pooled(ctx); err != nil {
+					st.finish() //nolint:errcheck // the stream ends with err either way
+					return err
+				}
+				continue
+			}
+			st.mustNext = false
+		}
+		ping, err := st.wire.wait(ctx, sub.Ready(), st.pingAt())
 		if err != nil {
 			return err
 		}
@@ -249,7 +294,7 @@ func (st *sseStream) run(ctx context.Context) error {
 
 // AppendEvent is the SSE frame of an event, for the subscription.
 func (st *sseStream) AppendEvent(b []byte, e *event.Event, envelope []byte) []byte {
-	st.delivered++
+	st.events++
 	return sse.AppendEvent(b, e, envelope)
 }
 
@@ -275,14 +320,14 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	if err != nil {
 		return err
 	}
-	if st.delivered > 0 {
-		st.s.deps.Metrics.Deliveries.Add(float64(st.delivered))
-		st.delivered = 0
+	if st.events > 0 {
+		st.s.deps.Metrics.Deliveries.Add(float64(st.events))
+		st.events = 0
 	}
 	st.buf = st.buf[:0]
 	if cap(st.buf) > 2*flushBytes {
 		st.buf = nil
 	}
-	st.pingAt = time.Now().Add(st.s.cfg.Heartbeat)
+	st.wrote.Store(time.Now().UnixNano())
 	return nil
 }

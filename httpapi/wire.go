@@ -94,8 +94,11 @@ func (rw *responseWire) end() { rw.timer.Stop() }
 // connection and one goroutine, started after the hello with a small
 // stack, which waits on the connection itself: for the client to leave
 // (it becomes readable), for the next heartbeat (its read deadline), or
-// for the hub (which wakes it by moving that deadline into the past). A
-// wait costs one read that finds nothing, instead of a second goroutine.
+// to be woken (by moving that deadline into the past). A wait costs one
+// read that finds nothing, instead of a second goroutine. While the
+// stream is live, its pushes are written by a writer of the server's
+// pool (fanout.go), not by that goroutine: it is woken only to take the
+// stream back, or for its catch-up, while it is not.
 //
 // The body is chunked, as net/http would send it, so that a clean end
 // (the last chunk) can be told from a cut connection; the answer says
@@ -115,11 +118,15 @@ type connWire struct {
 	left     bool
 	// broken is set by a failed write: the body cannot end cleanly.
 	broken bool
+	// rest is what a pool write left of its chunk, and failed its error,
+	// for the stream's own goroutine (sseStream.finish).
+	rest   net.Buffers
+	failed error
 	// endBy is the server's (Server.endBy).
 	endBy *atomic.Int64
-	// parking, if set (by a test), runs after wait has found ready empty
-	// and before it waits on the connection: the window a wake must not
-	// miss.
+	// parking, if set (by a test), runs after wait has found ready empty,
+	// or pooled the stream still in the pool, and before it waits on the
+	// connection: the window a wake must not miss.
 	parking func()
 }
 

@@ -62,7 +62,7 @@ func TestLiveQueuesCountOnceAgainstTheReadBudget(t *testing.T) {
 	var items []*item
 	for len(items) < 10 {
 		recv(t, subs[0].Ready(), "the events pushed")
-		more, _, _ := subs[0].stream.take()
+		more, _, _ := subs[0].stream.take(nil)
 		items = append(items, more...)
 	}
 	for _, it := range items {

@@ -301,7 +301,7 @@ func (h *hub) pin(items []*item) bool {
 	var n int64
 	for _, it := range items {
 		if it.refs.Add(1) == 1 {
-			n += int64(len(it.Envelope))
+			n += it.size()
 		}
 	}
 	if h.opts.ReadBudget.Grow(h.tenant, n) {
@@ -639,9 +639,38 @@ func (o *Options) encode(events []event.Event) []*item {
 	items := make([]*item, len(events))
 	learned := o.clock()
 	for i := range events {
-		items[i] = &item{Event: events[i], Envelope: events[i].AppendEnvelope(nil), learned: learned}
+		it := &item{Event: events[i], learned: learned}
+		if o.Framing.Start == nil {
+			it.Envelope = it.Event.AppendEnvelope(nil)
+		} else {
+			it.Frame, it.Envelope = o.Framing.frame(&it.Event)
+		}
+		items[i] = it
 	}
 	return items
+}
+
+// Framing is how the transport that writes most streams frames a live
+// event around its envelope (SSE: the id and event lines and "data: "
+// before it, the blank line after). Given to the router, it has each live
+// event's frame built once, with its envelope, so that every stream
+// writes the same bytes by reference instead of copying them into a
+// buffer of its own (Subscription.NextFrames).
+type Framing struct {
+	// Start appends what comes before the envelope.
+	Start func(b []byte, e *event.Event) []byte
+	// End is what comes after it.
+	End []byte
+}
+
+// frame builds e's frame in one array, and its envelope as a part of it.
+func (f Framing) frame(e *event.Event) (frame, envelope []byte) {
+	frame = f.Start(make([]byte, 0, event.EnvelopeBytes(e)+len(e.Type)+len(f.End)), e)
+	at := len(frame)
+	frame = e.AppendEnvelope(frame)
+	end := len(frame)
+	frame = append(frame, f.End...)
+	return frame, frame[at:end:end]
 }
 
 // clock is the time since the router started, in nanoseconds: what an

@@ -230,7 +230,7 @@ func (h *harness) expectLive(st *stream, j joined) {
 	next := j.position + 1
 	for next <= seq {
 		recv(h.t, st.ready, "an event on the stream")
-		items, demoted, ended := st.take()
+		items, demoted, ended := st.take(nil)
 		if demoted || ended {
 			h.t.Fatalf("stream demoted %v, ended %v", demoted, ended)
 		}
@@ -352,7 +352,7 @@ func TestFullStreamIsDemotedAndOthersContinue(t *testing.T) {
 			t.Fatalf("fast stream got %v", got)
 		}
 	}
-	items, demoted, _ := slow.take()
+	items, demoted, _ := slow.take(nil)
 	if !demoted || len(items) == 0 || items[0].Event.Seq != 1 {
 		t.Fatalf("slow stream: %d items, demoted %v", len(items), demoted)
 	}
@@ -377,7 +377,7 @@ func TestHeadCheckCatchesACommitNoticeThatNeverCame(t *testing.T) {
 		h.hubs.Tick()
 		select {
 		case <-st.ready:
-			items, demoted, _ := st.take()
+			items, demoted, _ := st.take(nil)
 			if demoted || len(items) != 1 || items[0].Event.Seq != 1 || string(items[0].Event.Data) != `"elsewhere"` {
 				t.Fatalf("stream got %d items, demoted %v; want event 1 pushed", len(items), demoted)
 			}
@@ -668,7 +668,7 @@ func pushed(t *testing.T, st *stream, n int) []int64 {
 	var got []int64
 	for len(got) < n {
 		recv(t, st.ready, "pushed events")
-		items, demoted, _ := st.take()
+		items, demoted, _ := st.take(nil)
 		if demoted {
 			t.Fatal("the live stream was demoted: it went back to the backlog")
 		}
@@ -737,7 +737,7 @@ func TestAHintForARangeNoLongerWholeDemotes(t *testing.T) {
 	}
 	h.hubs.Remote("t", "x", 1, 5)
 	recv(t, st.ready, "the stream's signal")
-	if _, demoted, _ := st.take(); !demoted {
+	if _, demoted, _ := st.take(nil); !demoted {
 		t.Fatal("the stream was not sent back to the backlog after events 1..3 were trimmed")
 	}
 }

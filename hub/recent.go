@@ -59,7 +59,7 @@ func (r *recent) add(items []*item) {
 	}
 	n := int64(0)
 	for _, it := range items {
-		n += int64(len(it.Envelope))
+		n += it.size()
 	}
 	for !r.budget.Grow("", n) {
 		if len(r.items) == 0 {
@@ -75,7 +75,7 @@ func (r *recent) add(items []*item) {
 }
 
 func (r *recent) dropOldest() {
-	n := int64(len(r.items[0].Envelope))
+	n := r.items[0].size()
 	r.budget.Shrink("", n)
 	r.bytes -= n
 	r.items[0] = nil

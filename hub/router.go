@@ -38,6 +38,9 @@ type Options struct {
 	// until they are written. Nil leaves them unbounded.
 	ReadBudget, SpoolBudget *limits.Budget
 	SpoolDir                string
+	// Framing, if set, frames every live event once for all the streams
+	// that write frames by reference (Subscription.NextFrames).
+	Framing Framing
 	// StreamBuffer is how many bytes of envelopes a live stream may have
 	// queued before the hub sends it back to read from the backlog.
 	StreamBuffer int

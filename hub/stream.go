@@ -10,10 +10,16 @@ import (
 )
 
 // item is a committed event with its envelope encoded once, in the
-// committer's goroutine, for every stream that is sent it.
+// committer's goroutine, for every stream that is sent it, and with its
+// frame too when the router has a Framing.
 type item struct {
 	Event    event.Event // the event as committed
 	Envelope []byte      // its JSON envelope, shared by every stream; read-only
+	// Frame is the event's frame (Options.Framing) around Envelope, which
+	// is a part of it, shared by every stream that writes frames by
+	// reference (Subscription.NextFrames); read-only. Nil without a
+	// Framing.
+	Frame []byte
 	// learned is when the process learned that the event was durable, on
 	// the router's clock (Options.clock).
 	learned int64
@@ -24,13 +30,22 @@ type item struct {
 	refs atomic.Int32
 }
 
+// size is the bytes the item's encoding holds: what the read budget and
+// the recent commits count for it.
+func (it *item) size() int64 {
+	if it.Frame != nil {
+		return int64(len(it.Frame))
+	}
+	return int64(len(it.Envelope))
+}
+
 // release lets go of one reference to each of items and returns the bytes
 // of those that nothing holds any more: what the caller gives back to the
 // read budget.
 func release(items []*item) (freed int64) {
 	for _, it := range items {
 		if it.refs.Add(-1) == 0 {
-			freed += int64(len(it.Envelope))
+			freed += it.size()
 		}
 	}
 	return freed
@@ -75,11 +90,15 @@ func newStream(limit int) *stream {
 }
 
 // take hands over everything queued, and whether the hub has stopped
-// pushing (demoted) or ended the stream after these items.
-func (s *stream) take() (items []*item, demoted, ended bool) {
+// pushing (demoted) or ended the stream after these items. spare, an
+// array the caller has emptied (no pointer left in it), becomes the
+// queue: the subscription gives back the array of its last take, so that
+// the two arrays take turns and a push allocates nothing once they have
+// grown to the stream's usual batch.
+func (s *stream) take(spare []*item) (items []*item, demoted, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	items, s.queue, s.bytes = s.queue, nil, 0
+	items, s.queue, s.bytes = s.queue, spare[:0], 0
 	return items, s.demoted, s.ended
 }
 

@@ -70,9 +70,12 @@ type Subscription struct {
 	// until, if not 0, is as far as the stream reads the backlog before it
 	// asks to go live: the hub keeps the commits after it (hub.recent).
 	until int64
-	// items are live events taken from the queue and not yet handed out;
-	// demoted and ended are what the hub said with them.
+	// items are live events taken from the queue, those before next
+	// handed out already (their places emptied), and the array goes back
+	// to the queue at the next take; demoted and ended are what the hub
+	// said with them.
 	items          []*item
+	next           int
 	demoted, ended bool
 	// freshAfter is the hub's head when it took the stream live: the
 	// events after it were pushed as they were committed, those up to it
@@ -146,7 +149,7 @@ func (s *Subscription) Next(ctx context.Context, enc Encoder, b []byte, limit in
 		s.dropSnapshot()
 	}
 	if s.live {
-		return s.handLive(ctx, enc, b, limit)
+		return s.handLiveTo(ctx, enc, b, limit)
 	}
 	if err := ctx.Err(); err != nil {
 		return b, err
@@ -166,54 +169,143 @@ func (s *Subscription) dropSnapshot() {
 	s.disk.Release()
 }
 
-// handLive hands out what the hub queued; after it, a demotion sends the
-// stream back to the backlog and an end ends it. Each event handed out is
-// let go of in the queue's count (item.refs); the frames past
-// freeFrameBytes are taken from the read budget first, waiting for room
-// if there is none, until ctx ends.
-func (s *Subscription) handLive(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+// handLive hands out what the hub queued to o; after it, a demotion
+// sends the stream back to the backlog and an end ends it. Each event
+// handed out is let go of in the queue's count (item.refs); the frames
+// past freeFrameBytes are taken from the read budget first, waiting for
+// room if there is none, until ctx ends; o without an Encoder never
+// waits, and says errMustWait instead, as it does for an event that has
+// no shared frame.
+func (s *Subscription) handLive(ctx context.Context, o *handOut) error {
 	var freed int64
 	defer func() { s.router.opts.ReadBudget.Shrink(s.tenant, freed) }()
 	for {
-		for len(s.items) > 0 && len(b) < limit {
-			it := s.items[0]
-			if need := int64(len(b)+len(it.Envelope)+event.EnvelopeOverhead) - freeFrameBytes; need > s.frames.Held() {
-				if err := s.frames.Wait(ctx, max(need-s.frames.Held(), freeFrameBytes)); err != nil {
-					return b, err
+		for s.next < len(s.items) && !o.full() {
+			it := s.items[s.next]
+			if o.enc == nil && it.Frame == nil {
+				return errMustWait
+			}
+			if need := int64(o.n+len(it.Envelope)+event.EnvelopeOverhead) - freeFrameBytes; need > s.frames.Held() {
+				more := max(need-s.frames.Held(), freeFrameBytes)
+				if o.enc == nil {
+					if s.frames.Try(more) != nil {
+						return errMustWait
+					}
+				} else if err := s.frames.Wait(ctx, more); err != nil {
+					return err
 				}
 			}
 			if !s.pushed && it.Event.Seq > s.freshAfter {
 				s.pushed, s.learned = true, it.learned
 			}
-			b = enc.AppendEvent(b, &it.Event, it.Envelope)
+			o.add(it)
 			s.position = it.Event.Seq
-			freed += release(s.items[:1])
-			s.items[0] = nil
-			s.items = s.items[1:]
+			freed += release(s.items[s.next : s.next+1])
+			s.items[s.next] = nil
+			s.next++
 		}
 		switch {
-		case len(s.items) > 0:
+		case s.next < len(s.items):
 			s.stream.signal() // the rest next time
-			return b, nil
+			return nil
 		case s.ended:
-			return b, ErrEnded
+			return ErrEnded
 		case s.demoted:
 			s.live, s.demoted = false, false
 			s.stream.signal()
-			return b, nil
+			return nil
 		}
 		// Everything taken is handed out: take what the hub queued since,
 		// with what it said since. Its signal may have been spent on a
 		// wake-up that handed out the last of the previous take, so the
 		// queue is looked at now, not on the next signal.
-		items, demoted, ended := s.stream.take()
-		if len(items) == 0 && !demoted && !ended {
-			s.items = nil // an idle stream keeps no array behind it
-			return b, nil
+		spare := s.items[:0] // every place emptied as it was handed out
+		if cap(spare) > spareItems {
+			spare = nil // a burst's array is not kept for life
 		}
-		s.items, s.demoted, s.ended = items, demoted, ended
+		s.items, s.demoted, s.ended = s.stream.take(spare)
+		s.next = 0
+		if len(s.items) == 0 && !s.demoted && !s.ended {
+			return nil
+		}
 	}
 }
+
+// errMustWait stops NextFrames where Next would wait (for read budget)
+// or copy (an event with no shared frame).
+var errMustWait = errors.New("the stream must wait")
+
+// handOut is where handLive puts the live events it hands out: their
+// frames appended to b by enc (Next), or, with no enc, their shared
+// frames added to parts by reference (NextFrames). n is the bytes handed
+// out (with what b held before), up to limit; parts holds at most
+// maxParts.
+type handOut struct {
+	enc      Encoder
+	b        []byte
+	parts    [][]byte
+	maxParts int
+	n, limit int
+}
+
+func (o *handOut) full() bool {
+	return o.n >= o.limit || o.enc == nil && len(o.parts) >= o.maxParts
+}
+
+func (o *handOut) add(it *item) {
+	if o.enc == nil {
+		o.parts = append(o.parts, it.Frame)
+		o.n += len(it.Frame)
+		return
+	}
+	before := len(o.b)
+	o.b = o.enc.AppendEvent(o.b, &it.Event, it.Envelope)
+	o.n += len(o.b) - before
+}
+
+// handLiveTo is handLive for Next: frames appended to b with enc.
+func (s *Subscription) handLiveTo(ctx context.Context, enc Encoder, b []byte, limit int) ([]byte, error) {
+	o := handOut{enc: enc, b: b, n: len(b), limit: limit}
+	err := s.handLive(ctx, &o)
+	return o.b, err
+}
+
+// Live says the stream is at the head with nothing to hand out but what
+// the hub pushes (no catch-up page, no snapshot to give back): what
+// NextFrames serves. Call it from the goroutine that calls Next.
+func (s *Subscription) Live() bool { return s.live && s.snapshot == nil && len(s.page) == 0 }
+
+// NextFrames is Next for a transport that writes live events by
+// reference, from a goroutine that must never block: it adds to parts the
+// frames (Options.Framing) of the live events the stream is owed, shared
+// with every other stream and read-only, and stops at maxParts of them or
+// once they hold limit bytes. Calling it says that what the previous call
+// (or Next) returned has been written, as Next does. It never waits:
+// live is false when the stream needs Next instead, on a goroutine that
+// may block (it is no longer live, or was ended, or its frames need read
+// budget that is not free now, or an event has no shared frame), and
+// Ready is then signalled. The frames it returns must be written either
+// way, before Next is called.
+func (s *Subscription) NextFrames(parts [][]byte, maxParts, limit int) (_ [][]byte, live bool) {
+	s.pushed = false
+	s.frames.Release()
+	if !s.Live() {
+		s.stream.signal()
+		return parts, false
+	}
+	o := handOut{parts: parts, maxParts: maxParts, limit: limit}
+	if err := s.handLive(context.Background(), &o); err != nil || !s.live {
+		s.stream.signal()
+		return o.parts, false
+	}
+	return o.parts, true
+}
+
+// spareItems is the largest array of live items a stream keeps between
+// takes (two of them: its queue's and its own), so that a stream that is
+// pushed a few events at a time allocates nothing for them, and an idle
+// one keeps a few hundred bytes at most.
+const spareItems = 32
 
 // catchUp hands out the backlog after the position, a page at a time. A
 // page that reaches the head it was read at ends the reading; the hub then
@@ -284,7 +376,7 @@ func (s *Subscription) goLive(ctx context.Context, enc Encoder, b []byte, limit 
 			// The hub may have pushed (or demoted) since it took the
 			// stream live, and that signal may already be spent.
 			s.live, s.freshAfter = true, r.head
-			return s.handLive(ctx, enc, b, limit)
+			return s.handLiveTo(ctx, enc, b, limit)
 		case <-s.stream.done:
 			return b, ErrEnded
 		case <-ctx.Done():
@@ -341,8 +433,8 @@ func (s *Subscription) Close() {
 	s.hold.Release()
 	s.frames.Release()
 	s.dropSnapshot()
-	freed := release(s.stream.close()) + release(s.items)
-	s.items = nil
+	freed := release(s.stream.close()) + release(s.items[s.next:])
+	s.items, s.next = nil, 0
 	s.router.opts.ReadBudget.Shrink(s.tenant, freed)
 	s.router.opts.root.Send(s.hub, &unwatch{stream: s.stream})
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/loopback"
 	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/sse"
 )
 
 // Config is everything serve takes from the command line but the admin
@@ -301,6 +302,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.hubs, err = hub.NewRouter(s.system, hub.Options{
 		Log: log, Committer: s.committer, Logger: logger, Metrics: m, ReadBudget: b.read,
 		SpoolBudget: b.spool, SpoolDir: spoolDir,
+		Framing:      hub.Framing{Start: sse.AppendEventStart, End: sse.FrameEnd},
 		StreamBuffer: cfg.StreamBuffer, PageSize: cfg.PageSize, RecentEvents: cfg.RecentEvents,
 		RecentBudget:    b.recent,
 		RetentionEvents: cfg.RetentionEvents, RetentionAge: cfg.RetentionAge,

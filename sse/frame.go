@@ -19,6 +19,10 @@ const ping = ": ping\n\n"
 // AppendPing appends the heartbeat.
 func AppendPing(b []byte) []byte { return append(b, ping...) }
 
+// Ping is the heartbeat, for a writer that writes frames by reference;
+// read-only.
+var Ping = []byte(ping)
+
 // Open is the first frame of every stream: the reconnect hint and the hello
 // event with the topic's head at registration and the stream's position.
 // Its id is the position, so a browser whose stream drops before the first
@@ -43,17 +47,25 @@ func Open(retry time.Duration, head, position int64) []byte {
 // envelope, unless nil, is the event's envelope already encoded (a live
 // event's is encoded once for all its streams); nil encodes it here.
 func AppendEvent(b []byte, e *event.Event, envelope []byte) []byte {
-	b = append(b, "id: "...)
-	b = strconv.AppendInt(b, e.Seq, 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, e.Type...)
-	b = append(b, "\ndata: "...)
+	b = AppendEventStart(b, e)
 	if envelope != nil {
 		b = append(b, envelope...)
 	} else {
 		b = e.AppendEnvelope(b)
 	}
-	return append(b, "\n\n"...)
+	return append(b, FrameEnd...)
+}
+
+// AppendEventStart appends the frame of e up to its envelope: with the
+// envelope and FrameEnd after it, it is AppendEvent's frame. The hub
+// builds each live event's frame so, once for all its streams
+// (hub.Framing).
+func AppendEventStart(b []byte, e *event.Event) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, e.Type...)
+	return append(b, "\ndata: "...)
 }
 
 // AppendGap appends the frame that tells a stream that events from..to were

@@ -1,0 +1,717 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/sse"
+)
+
+// poolHarness is a hub on SQLite, a server that holds nothing but the
+// configuration and metrics the pool's streams read, and a writer whose
+// goroutine does not run: each test plays the writer (runQueue, or begin,
+// serve and end) and the streams' own goroutines itself, step by step.
+type poolHarness struct {
+	t      *testing.T
+	router *hub.Router
+	s      *Server
+	w      *writer
+	store  *backlog.Store
+	logger *slog.Logger
+}
+
+func newPoolHarness(t *testing.T) *poolHarness {
+	t.Helper()
+	return newPoolHarnessBuffered(t, 4<<20)
+}
+
+// newPoolHarnessBuffered has the hub demote a live stream that queues
+// more than streamBuffer bytes.
+func newPoolHarnessBuffered(t *testing.T, streamBuffer int) *poolHarness {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := backlog.OpenSQLite(context.Background(), t.TempDir(), logger, backlog.SyncNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committer := backlog.NewCommitter(store, backlog.CommitterOptions{})
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	router, err := hub.NewRouter(sys, hub.Options{
+		Log: store, Committer: committer, Logger: logger, StreamBuffer: streamBuffer, IdleTicks: 1000,
+		Framing: hub.Framing{Start: sse.AppendEventStart, End: sse.FrameEnd},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		router.Stop()
+		committer.Close()
+		sys.Shutdown()
+		store.Close()
+	})
+	s := &Server{cfg: Config{Heartbeat: time.Hour, WriteTimeout: time.Minute}, deps: Deps{Metrics: metrics.New()}}
+	return &poolHarness{t: t, router: router, s: s, w: newWriter(), store: store, logger: logger}
+}
+
+// serve replaces the harness's server with a whole one over its hub, in
+// dev mode, on a loopback listener whose connections have 8 KiB send
+// buffers, and returns its address: streams are taken over and written
+// by its own pool.
+func (h *poolHarness) serve() string {
+	h.t.Helper()
+	cfg := Config{Dev: true, Heartbeat: time.Hour, Retry: 2 * time.Second, WriteTimeout: time.Minute, MaxBody: 1 << 20}
+	h.s = New(cfg, Deps{Log: h.store, Tenants: h.store, Limits: limits.New(limits.Config{}), Hubs: h.router,
+		Metrics: metrics.New(), Logger: h.logger}, Hooks{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h.s.Handler()}
+	go srv.Serve(tightListener{ln})
+	h.t.Cleanup(func() {
+		srv.Close()
+		h.s.EndStreams()
+	})
+	return ln.Addr().String()
+}
+
+type tightListener struct{ net.Listener }
+
+func (l tightListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// watch opens a stream of t/x at addr on a connection whose receive
+// buffer is 4 KiB, reads its head and hello, and returns the connection
+// and its chunks.
+func watchRaw(t *testing.T, addr string) (net.Conn, *chunks) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := fmt.Fprint(c, "GET /v1/tenants/t/topics/x/watch HTTP/1.1\r\nHost: edgehub\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := readChunks(t, c)
+	c.SetReadDeadline(time.Now().Add(hangGuard))
+	for {
+		line, err := r.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read the answer's head: %v", err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	if ids, ok := r.next(c); !ok || len(ids) != 1 || !strings.HasPrefix(ids[0], "retry: ") {
+		t.Fatalf("the stream began with %v, not its hello", ids)
+	}
+	return c, r
+}
+
+// states is how many of the server's open streams are in each state.
+func (h *poolHarness) states() map[int32]int {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	n := map[int32]int{}
+	for st := range h.s.streams {
+		n[st.state.Load()]++
+	}
+	return n
+}
+
+// stream is a live stream of t/x on the server's end of a loopback
+// connection, written by the harness's writer, and the client's end.
+func (h *poolHarness) stream(cw *connWire) *sseStream {
+	h.t.Helper()
+	sub, err := h.router.Watch(context.Background(), "t", "x", hub.From{Now: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(sub.Close)
+	st := &sseStream{s: h.s, sub: sub, wire: cw, cw: cw, w: h.w}
+	sub.OnReady(st.wake)
+	return st
+}
+
+// publish commits one event to t/x and returns its number. The hub
+// answers before it pushes: the push may come a moment later.
+func (h *poolHarness) publish(data string) int64 {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	res, err := h.router.Publish(&backlog.Publish{Tenant: "t", Topic: "x",
+		Events: []event.Event{{Type: "message", Data: json.RawMessage(data)}}}).Wait(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res.First
+}
+
+// until polls cond; the deadline is a hang guard, not a timing.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// pop takes the one stream queued, as runQueue does, for a test that
+// runs it step by step.
+func (h *poolHarness) pop(st *sseStream) {
+	h.t.Helper()
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if len(h.w.queue) != 1 || h.w.queue[0] != st {
+		h.t.Fatalf("%d streams queued, want the one", len(h.w.queue))
+	}
+	h.w.queue = h.w.queue[:0]
+}
+
+func (h *poolHarness) queued() int {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	return len(h.w.queue)
+}
+
+// chunks reads the client's end as a chunked body and hands out the SSE
+// frames it carries, checking that every chunk is whole and that each
+// holds whole frames: the pool writes nothing else.
+type chunks struct {
+	t *testing.T
+	r *bufio.Reader
+}
+
+func readChunks(t *testing.T, c net.Conn) *chunks {
+	return &chunks{t: t, r: bufio.NewReaderSize(c, 1<<20)}
+}
+
+// next reads one chunk under the hang guard and returns its frames' ids
+// ("ping" for a heartbeat); ok is false at the last chunk.
+func (c *chunks) next(conn net.Conn) (ids []string, ok bool) {
+	c.t.Helper()
+	ids, ok, err := c.read(conn)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ids, ok
+}
+
+// read is next for a goroutine other than the test's: it says what is
+// wrong instead of failing the test.
+func (c *chunks) read(conn net.Conn) (ids []string, ok bool, err error) {
+	conn.SetReadDeadline(time.Now().Add(hangGuard))
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return nil, false, fmt.Errorf("read a chunk's size: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(line, "\r\n"), 16, 64)
+	if err != nil {
+		return nil, false, fmt.Errorf("chunk size %q: %w", line, err)
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		return nil, false, fmt.Errorf("read a chunk of %d bytes: %w", n, err)
+	}
+	if !bytes.HasSuffix(body, crlf) {
+		return nil, false, errors.New("a chunk does not end with CRLF")
+	}
+	if n == 0 {
+		return nil, false, nil
+	}
+	for _, f := range strings.SplitAfter(string(body[:n]), "\n\n") {
+		switch {
+		case f == "":
+		case !strings.HasSuffix(f, "\n\n"):
+			return nil, false, fmt.Errorf("a chunk ends inside a frame: %q", f[:min(len(f), 80)])
+		case f == ": ping\n\n":
+			ids = append(ids, "ping")
+		default:
+			id, _, _ := strings.Cut(strings.TrimPrefix(f, "id: "), "\n")
+			ids = append(ids, id)
+		}
+	}
+	return ids, true, nil
+}
+
+// A push signalled just before its stream's own goroutine gives the
+// stream to the pool finds the stream its own goroutine's, which is not
+// waiting for it, and only wakes that goroutine's wait: enterPool must
+// take the signal and schedule the stream, or the event waits for the
+// next push or heartbeat.
+func TestAPushAsAStreamEntersThePoolIsWritten(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, client := connPair(t)
+	st := h.stream(cw)
+	seq := h.publish(`"as it enters"`)
+	until(t, "the push is signalled", func() bool { return len(st.sub.Ready()) == 1 })
+	if st.state.Load() != byOwn || h.queued() != 0 {
+		t.Fatal("a push to a stream that is its own goroutine's went to the pool")
+	}
+	st.enterPool()
+	if h.queued() != 1 || st.state.Load() != queued {
+		t.Fatalf("the event pushed as the stream entered the pool was not scheduled (state %d, %d queued)", st.state.Load(), h.queued())
+	}
+	h.w.runQueue()
+	if ids, _ := readChunks(t, client).next(client); len(ids) != 1 || ids[0] != fmt.Sprint(seq) {
+		t.Fatalf("the pool wrote %v, want event %d", ids, seq)
+	}
+}
+
+// A push signalled while the writer runs the stream, after it took the
+// stream's queue, is not lost: the stream is queued again when the run
+// ends, and the next run writes it.
+func TestAPushWhileItsWriterRunsTheStreamIsWritten(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, client := connPair(t)
+	st := h.stream(cw)
+	st.enterPool()
+	first := h.publish(`"first"`)
+	until(t, "the stream is queued", func() bool { return st.state.Load() == queued })
+	h.pop(st)
+	if !h.w.begin(st) {
+		t.Fatal("the writer could not begin a queued stream")
+	}
+	back := h.w.serve(st)
+	second := h.publish(`"while it runs"`)
+	until(t, "the push is signalled to the running stream", func() bool { return st.state.Load() == runAgain })
+	h.w.end(st, back)
+	if st.state.Load() != queued || h.queued() != 1 {
+		t.Fatalf("the event pushed while the writer ran the stream was left unwritten (state %d, %d queued)", st.state.Load(), h.queued())
+	}
+	h.w.runQueue()
+	r := readChunks(t, client)
+	var got []string
+	for len(got) < 2 {
+		ids, _ := r.next(client)
+		got = append(got, ids...)
+	}
+	if want := []string{fmt.Sprint(first), fmt.Sprint(second)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the pool wrote %v, want %v", got, want)
+	}
+	if st.state.Load() != inPool {
+		t.Fatalf("after its runs the stream is in state %d, want inPool", st.state.Load())
+	}
+}
+
+// A stream's own goroutine that takes the stream back (its client left,
+// the server ends) while its writer runs it must wait for the run to
+// end: two goroutines would hand out its subscription at once.
+func TestAClaimWhileItsWriterRunsTheStreamWaitsForTheRun(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, _ := connPair(t)
+	st := h.stream(cw)
+	st.enterPool()
+	h.publish(`"e"`)
+	until(t, "the stream is queued", func() bool { return st.state.Load() == queued })
+	h.pop(st)
+	if !h.w.begin(st) {
+		t.Fatal("the writer could not begin a queued stream")
+	}
+	if st.claim() {
+		t.Fatal("claim took the stream back while its writer ran it")
+	}
+	h.w.end(st, h.w.serve(st))
+	select {
+	case <-st.back:
+	default:
+		t.Fatal("the writer did not hand the claimed stream back")
+	}
+	if st.state.Load() != byOwn {
+		t.Fatalf("a claimed stream is in state %d after its run, want byOwn", st.state.Load())
+	}
+	// Queued again and claimed before its run, it is passed by.
+	st.enterPool()
+	h.publish(`"f"`)
+	until(t, "the stream is queued", func() bool { return st.state.Load() == queued })
+	h.pop(st)
+	if !st.claim() || h.w.begin(st) {
+		t.Fatal("a stream claimed on its writer's queue was run")
+	}
+}
+
+// The writer hands a stream back (its socket was full) at the worst
+// moment: after the stream's own goroutine, waiting in pooled, looked at
+// the state and found it in the pool, before it waits on the connection.
+// The wait must still return, not sleep until the next heartbeat (an
+// hour here).
+func TestAHandBackBetweenTheLookAndTheWaitIsNotMissed(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, _ := connPair(t)
+	st := h.stream(cw)
+	cw.parking = func() {
+		cw.parking = nil
+		st.state.Store(running) // as if the writer ran it and found the socket full
+		h.w.end(st, true)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.pooled(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("pooled gave %v; want the hand-back", err)
+		}
+	case <-time.After(hangGuard):
+		cw.conn.Close()
+		t.Fatal("pooled did not return: the hand-back was missed")
+	}
+}
+
+// tightPair is connPair with small kernel buffers (8 KiB to send on the
+// server's end, 4 KiB to receive on the client's), as over a real
+// network: a client that stops reading fills them with a few kilobytes.
+func tightPair(t *testing.T) (*connWire, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	client, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	server.(*net.TCPConn).SetWriteBuffer(8 << 10)
+	raw, err := server.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := &connWire{conn: server, raw: raw, endBy: new(atomic.Int64)}
+	cw.readable = cw.onReadable
+	return cw, client
+}
+
+// runQueueGuarded runs the writer's queue on a goroutine and fails if it
+// has not returned by the hang guard: a writer held by one stream.
+func runQueueGuarded(t *testing.T, w *writer, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		w.runQueue()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		t.Fatal(what)
+	}
+}
+
+// A client that does not read fills its socket; the pool's write to it
+// takes what fits and returns, the writer goes on to the next stream at
+// once, and the stream goes back to its own goroutine with the rest of
+// its chunk, at most that chunk, which it writes whole once the client
+// reads again.
+func TestAFullSocketHandsItsStreamBackAndHoldsNoWriter(t *testing.T) {
+	h := newPoolHarness(t)
+	slowWire, slowClient := tightPair(t)
+	slow := h.stream(slowWire)
+	fastWire, fastClient := connPair(t)
+	fast := h.stream(fastWire)
+	slow.enterPool()
+	fast.enterPool()
+	big := `"` + strings.Repeat("x", 256<<10) + `"`
+	seq := h.publish(big)
+	until(t, "both streams are queued", func() bool { return h.queued() == 2 })
+	fastFrames := make(chan []string, 1)
+	go func() {
+		ids, _, err := readChunks(t, fastClient).read(fastClient)
+		if err != nil {
+			ids = []string{err.Error()}
+		}
+		fastFrames <- ids
+	}()
+	runQueueGuarded(t, h.w, "a full socket held its writer: the writer did not return to its other streams")
+	if ids := <-fastFrames; len(ids) != 1 || ids[0] != fmt.Sprint(seq) {
+		t.Fatalf("the other stream got %v, want event %d", ids, seq)
+	}
+	if slow.state.Load() != byOwn || len(slowWire.rest) == 0 {
+		t.Fatalf("the stream whose socket is full is in state %d with %d pieces left; want its own goroutine's, with the rest", slow.state.Load(), len(slowWire.rest))
+	}
+	left := 0
+	for _, p := range slowWire.rest {
+		left += len(p)
+	}
+	if chunk := len(big) + 200; left > chunk {
+		t.Fatalf("the pool left %d bytes for the stream's own goroutine, more than its one chunk (%d)", left, chunk)
+	}
+	got := make(chan []string, 1)
+	go func() {
+		ids, _, err := readChunks(t, slowClient).read(slowClient)
+		if err != nil {
+			ids = []string{err.Error()}
+		}
+		got <- ids
+	}()
+	if err := slow.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if ids := <-got; len(ids) != 1 || ids[0] != fmt.Sprint(seq) {
+		t.Fatalf("the slow stream got %v, want event %d whole", ids, seq)
+	}
+	if slowWire.broken || slowWire.rest != nil {
+		t.Fatal("a finished chunk left the stream broken, or something to write")
+	}
+}
+
+// A chunk the socket took partway is cut until finished: a stream that
+// ends then sends no last chunk, which would land inside the cut one and
+// make the client take the half frame before it for a whole one.
+func TestAfterACutPoolWriteTheStreamEndsWithoutALastChunk(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, client := tightPair(t)
+	st := h.stream(cw)
+	st.enterPool()
+	h.publish(`"` + strings.Repeat("x", 256<<10) + `"`)
+	until(t, "the stream is queued", func() bool { return h.queued() == 1 })
+	runQueueGuarded(t, h.w, "a full socket held its writer")
+	if len(cw.rest) == 0 {
+		t.Fatal("a 256 KiB chunk fit in the socket whole")
+	}
+	cw.end()
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.HasSuffix(got, lastChunk) {
+		t.Fatalf("the stream ended with the last chunk after %d bytes of a cut one", len(got))
+	}
+}
+
+// A stream in the pool that has nothing to write gets its heartbeats
+// from its writer, which its own goroutine asks for when they fall due.
+func TestAPooledStreamGetsItsHeartbeats(t *testing.T) {
+	h := newPoolHarness(t)
+	h.s.cfg.Heartbeat = 20 * time.Millisecond
+	go h.w.loop()
+	t.Cleanup(func() { close(h.w.quit) })
+	cw, client := connPair(t)
+	st := h.stream(cw)
+	st.wrote.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.pooled(ctx) }()
+	r := readChunks(t, client)
+	for range 3 {
+		if ids, _ := r.next(client); len(ids) != 1 || ids[0] != "ping" {
+			t.Fatalf("a pooled stream got %v, want a heartbeat", ids)
+		}
+	}
+	cancel()
+	cw.wake() // as EndStreams does after it ends the contexts
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("pooled gave %v, want the end of its context", err)
+	}
+	if st.state.Load() != byOwn {
+		t.Fatalf("a stream that left the pool is in state %d", st.state.Load())
+	}
+}
+
+// A pool write allocates nothing: its pieces and its callback are the
+// writer's, made once.
+func TestAPoolWriteAllocatesNothing(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, client := connPair(t)
+	go io.Copy(io.Discard, client)
+	frame := sse.AppendEvent(nil, &event.Event{Seq: 1, Type: "message"}, []byte(`{}`))
+	parts := [][]byte{frame, frame}
+	write := func() {
+		if all, err := cw.tryWrite(h.w, parts); !all || err != nil {
+			t.Fatalf("a small write to a reading client: all %v, %v", all, err)
+		}
+	}
+	write()
+	if n := testing.AllocsPerRun(100, write); n != 0 {
+		t.Fatalf("a pool write allocates %.1f times; want none", n)
+	}
+}
+
+// A pool write to a socket that is full already takes nothing and
+// returns at once, keeping the whole chunk for the stream's own
+// goroutine: the kernel's EAGAIN comes back instead of a wait. The test
+// writes to a client that does not read until a write takes nothing
+// (the last bytes a full socket takes may join its last packet).
+func TestAPoolWriteToAFullSocketReturnsAtOnce(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, _ := tightPair(t)
+	frame := bytes.Repeat([]byte("x"), 16<<10)
+	chunk := len("4000\r\n") + len(frame) + len(crlf)
+	done := make(chan error, 1)
+	go func() {
+		for range 1000 {
+			cw.rest, cw.broken = nil, false
+			all, err := cw.tryWrite(h.w, [][]byte{frame})
+			if err != nil || all {
+				continue
+			}
+			left := 0
+			for _, p := range cw.rest {
+				left += len(p)
+			}
+			if left == chunk {
+				done <- nil
+				return
+			}
+		}
+		done <- errors.New("no write to a client that does not read ever took nothing")
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(hangGuard):
+		cw.conn.Close()
+		t.Fatal("a pool write to a full socket waited for room")
+	}
+	if cw.broken {
+		t.Fatal("a write that took nothing broke the body")
+	}
+}
+
+// EndStreams ends the streams in the pool, cleanly (the last chunk after
+// the last whole one), and a stream whose own goroutine is finishing what
+// a pool write left to a client that does not read, within the server's
+// end; it waits for them all.
+func TestEndStreamsEndsPooledStreams(t *testing.T) {
+	h := newPoolHarness(t)
+	addr := h.serve()
+	type client struct {
+		c net.Conn
+		r *chunks
+	}
+	var readers []client
+	for range 4 {
+		c, r := watchRaw(t, addr)
+		readers = append(readers, client{c, r})
+	}
+	watchRaw(t, addr) // never reads again
+	seq := h.publish(`"` + strings.Repeat("x", 256<<10) + `"`)
+	for _, c := range readers {
+		if ids, _ := c.r.next(c.c); len(ids) != 1 || ids[0] != fmt.Sprint(seq) {
+			t.Fatalf("a reader got %v, want event %d", ids, seq)
+		}
+	}
+	until(t, "the readers' streams are in the pool and the stalled one is its own goroutine's", func() bool {
+		n := h.states()
+		return n[inPool] == 4 && n[byOwn] == 1
+	})
+	done := make(chan struct{})
+	go func() {
+		h.s.EndStreams()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		t.Fatal("EndStreams did not return: a stream in the pool was not ended")
+	}
+	for _, c := range readers {
+		if ids, ok := c.r.next(c.c); ok {
+			t.Fatalf("a pooled stream got %v after EndStreams, want its last chunk", ids)
+		}
+	}
+}
+
+// Every stream gets every event after its position exactly once and in
+// order, through the pool, whether its client keeps up, reads slowly
+// (its writes hand it back with the rest of a chunk), or falls so far
+// behind that the hub demotes it and it catches up from the backlog
+// before it joins the pool again.
+func TestEveryPooledStreamGetsEveryEventOnceInOrder(t *testing.T) {
+	h := newPoolHarnessBuffered(t, 256<<10)
+	addr := h.serve()
+	const streams, events = 12, 150
+	type client struct {
+		c    net.Conn
+		r    *chunks
+		slow bool
+	}
+	var clients []client
+	for i := range streams {
+		c, r := watchRaw(t, addr)
+		clients = append(clients, client{c, r, i%3 == 0})
+	}
+	errs := make(chan error, streams)
+	for _, c := range clients {
+		go func() {
+			next := int64(1)
+			for next <= events {
+				ids, ok, err := c.r.read(c.c)
+				if err != nil || !ok {
+					errs <- fmt.Errorf("the stream ended at %d: %v", next, err)
+					return
+				}
+				for _, id := range ids {
+					if id == "ping" {
+						continue
+					}
+					if id != fmt.Sprint(next) {
+						errs <- fmt.Errorf("got event %s, want %d", id, next)
+						return
+					}
+					next++
+				}
+				if c.slow {
+					time.Sleep(2 * time.Millisecond) // a slow reader, not a timing
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for i := range events {
+		size := 200
+		if i%5 == 0 {
+			size = 40 << 10
+		}
+		h.publish(`"` + strings.Repeat("x", size) + `"`)
+	}
+	for range streams {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
