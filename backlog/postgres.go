@@ -30,6 +30,12 @@ import (
 // for having raced another process's. Reads run REPEATABLE READ, so a
 // topic's row and its events agree.
 func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	return openPostgres(ctx, url, logger, nil)
+}
+
+// openPostgres is OpenPostgres; tune, if set, adjusts the write pool's
+// connections (tests count their round trips).
+func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune func(*pgx.ConnConfig)) (*Store, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse --store: %w", err)
@@ -40,6 +46,9 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 	// A peer that holds a tenant's commit lock and hangs must not stop
 	// this process's committer for good: the commit fails instead.
 	writeCfg.RuntimeParams["lock_timeout"] = "10s"
+	if tune != nil {
+		tune(writeCfg)
+	}
 	write := stdlib.OpenDB(*writeCfg)
 	write.SetMaxOpenConns(4)
 	locker, err := lock.NewPostgresSessionLocker()
