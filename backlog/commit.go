@@ -107,19 +107,19 @@ type commitTx struct {
 type statements struct {
 	// insert writes one event, insertMany insertRows of them: a batch
 	// pays the statement's fixed cost once per insertRows events.
-	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
-	deletedSince                                                 *sql.Stmt
-	getTopic, newTopic, setTopic                                 *sql.Stmt
-	upsertKey, deleteKey, keySize                                *sql.Stmt
-	getTenant, getUsage, setUsage                                *sql.Stmt
+	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook stmt
+	deletedSince                                                 stmt
+	getTopic, newTopic, setTopic                                 stmt
+	upsertKey, deleteKey, keySize                                stmt
+	getTenant, getUsage, setUsage                                stmt
 	// Durable Streams' (streams.go).
-	getStream, putStream, setStream, dropStream, softDelete, addForks *sql.Stmt
-	getProducer, putProducer, dropProducers                           *sql.Stmt
-	trimAll, dropState, setTrimmed, forkEvents                        *sql.Stmt
+	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
+	getProducer, putProducer, dropProducers                           stmt
+	trimAll, dropState, setTrimmed, forkEvents                        stmt
 }
 
 type statementSQL struct {
-	stmt **sql.Stmt
+	stmt *stmt
 	sql  string
 }
 
@@ -161,11 +161,11 @@ func (s *Store) statements(ctx context.Context) (*statements, error) {
 	}
 	st := &statements{}
 	for _, p := range st.list() {
-		stmt, err := s.write.PrepareContext(ctx, s.q(p.sql))
+		ps, err := s.write.PrepareContext(ctx, s.q(p.sql))
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), st.close())
 		}
-		*p.stmt = stmt
+		*p.stmt = sqlStmt{ps}
 	}
 	s.stmts = st
 	return st, nil
@@ -175,7 +175,7 @@ func (s *Store) statements(ctx context.Context) (*statements, error) {
 func (st *statements) bind(ctx context.Context, tx *sql.Tx, prepared *statements) {
 	*st = *prepared
 	for _, p := range st.list() {
-		*p.stmt = tx.StmtContext(ctx, *p.stmt)
+		*p.stmt = sqlStmt{tx.StmtContext(ctx, (*p.stmt).(sqlStmt).Stmt)}
 	}
 }
 
