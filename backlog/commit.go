@@ -33,6 +33,9 @@ func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) +
 
 // CommitBatch commits all requests in one write transaction.
 func (s *Store) CommitBatch(ctx context.Context, reqs []*Publish) ([]Result, error) {
+	if s.d.commit != nil {
+		return s.d.commit(ctx, reqs)
+	}
 	// Before the transaction: the writer has one connection, which the
 	// transaction then holds.
 	prepared, err := s.statements(ctx)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,14 +69,18 @@ func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune fun
 	if _, err := rand.Read(id); err != nil {
 		return nil, errors.Join(fmt.Errorf("make a process id: %w", err), read.Close(), write.Close())
 	}
-	return &Store{write: write, read: read, now: time.Now, d: dialect{
+	s := &Store{write: write, read: read, now: time.Now, d: dialect{
 		dollar:      true,
 		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		retryable:   raced,
-		lockTenants: lockTenants,
 		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
 		hints:       &hinter{process: hex.EncodeToString(id), listen: listenCfg},
-	}}, nil
+	}}
+	plan := s.pgPlan()
+	s.d.commit = func(ctx context.Context, reqs []*Publish) ([]Result, error) {
+		return s.commitPipelined(ctx, reqs, plan)
+	}
+	return s, nil
 }
 
 // ListenerName is the application_name of a process's hint listener.
@@ -99,36 +100,4 @@ func raced(err error) bool {
 		return true
 	}
 	return false
-}
-
-// tenantLocks is the first key of the advisory locks that queue commits of
-// one tenant (the second is a hash of its name), apart from other
-// programs' and goose's.
-const tenantLocks = 0x45444748 // "EDGH"
-
-// lockTenants takes a session advisory lock per tenant on conn, in the
-// order of their keys, so that processes locking several never deadlock.
-func lockTenants(ctx context.Context, conn *sql.Conn, tenants []string) (func(), error) {
-	keys := make([]int32, 0, len(tenants))
-	for _, t := range tenants {
-		h := fnv.New32a()
-		h.Write([]byte(t))
-		keys = append(keys, int32(h.Sum32()))
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	unlock := func() {
-		// A lock left behind would stop the tenant's commits everywhere: if
-		// the unlock fails, the connection goes, and its locks with it.
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`); err != nil {
-			conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // discards the connection
-		}
-	}
-	for _, k := range keys {
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1, $2)`, tenantLocks, k); err != nil {
-			unlock()
-			return nil, fmt.Errorf("lock tenant commits: %w", err)
-		}
-	}
-	return unlock, nil
 }

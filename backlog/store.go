@@ -72,6 +72,10 @@ type dialect struct {
 	// hints, if set, tells other processes of a commit's ranges or of a
 	// tenant's end, inside the transaction that makes them (Postgres).
 	hints *hinter
+	// commit, if set, is CommitBatch: the same commit logic on a pipeline
+	// of its own (Postgres, postgres_commit.go), not on inTxOf's
+	// database/sql transaction, whose every statement is a round trip.
+	commit func(ctx context.Context, reqs []*Publish) ([]Result, error)
 }
 
 // q is query in the dialect's placeholders.
