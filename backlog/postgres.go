@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -73,6 +74,7 @@ func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune fun
 		dollar:      true,
 		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		retryable:   raced,
+		lockTenants: lockTenants,
 		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
 		hints:       &hinter{process: hex.EncodeToString(id), listen: listenCfg},
 	}}
@@ -100,4 +102,24 @@ func raced(err error) bool {
 		return true
 	}
 	return false
+}
+
+// lockTenants takes, on conn, the session advisory locks of tenants that
+// the pipelined commit takes (commitPipelined), for the admin API's
+// transactions that must not run beside a commit of the tenant.
+func lockTenants(ctx context.Context, conn *sql.Conn, tenants []string) (func(), error) {
+	unlock := func() {
+		// A lock left behind would stop the tenant's commits everywhere: if
+		// the unlock fails, the connection goes, and its locks with it.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), unlockSQL); err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // discards the connection
+		}
+	}
+	for _, k := range tenantKeys(tenants) {
+		if _, err := conn.ExecContext(ctx, lockSQL, int32(tenantLocks), k); err != nil {
+			unlock()
+			return nil, fmt.Errorf("lock tenant commits: %w", err)
+		}
+	}
+	return unlock, nil
 }

@@ -29,6 +29,31 @@ import (
 //   - round trip 2: the queued writes, the hint, COMMIT, and past a sync
 //     point the locks' release.
 //
+// Isolation. A commit runs REPEATABLE READ: one snapshot, taken once
+// its tenants' locks are held, and an error for any row that another
+// transaction changed since (first updater wins). SERIALIZABLE added
+// nothing a commit needs, and cost two processes on separate tenants
+// half a retry per commit: its predicate locks on a btree are pages, and
+// every commit writes an entry into the page of topics (tenant, topic)
+// that the others read their own topics from (its head is in the index
+// topics_over, so no update of the row is HOT). What keeps a commit's
+// invariants instead:
+//
+//   - against the commits of its tenant, on any process: the tenant's lock,
+//     held from before its snapshot until after COMMIT; every row a commit
+//     reads or writes is its tenants' (topics, usage, keys, state,
+//     streams, events by topic id);
+//   - against retention (the trims, the purge of trimmed rows, key
+//     expiry): a trim or purge changes the very rows (the topic's, the
+//     tenant's usage) that a commit which appends to the topic writes, so
+//     one of them fails and runs again; expiry only deletes a key that a
+//     commit which saw it has answered with;
+//   - against the admin API: DeleteTenant and Rotate take the tenant's
+//     lock too (inTxOf), so a commit that creates a topic cannot slip a
+//     row past a deletion that did not see it;
+//   - the other writes (retention, tenants) stay SERIALIZABLE among
+//     themselves, as the pool's default.
+//
 // A read that round trip 1 did not foresee (a new topic's id, a stream's
 // row, a fork's events) takes the queued writes with it and costs one
 // more round trip.
@@ -77,6 +102,9 @@ const (
 		WHERE t.tenant = $1 AND t.topic = $2 AND i.key = $3`
 	keySizeByName = `SELECT length(s.key) + length(s.data) FROM topics t JOIN state s ON s.topic_id = t.id
 		WHERE t.tenant = $1 AND t.topic = $2 AND s.key = $3`
+	// beginSQL begins a commit REPEATABLE READ, not SERIALIZABLE as the
+	// pool's other writes: see isolation below.
+	beginSQL  = `BEGIN ISOLATION LEVEL REPEATABLE READ`
 	lockSQL   = `SELECT pg_advisory_lock($1, $2)`
 	unlockSQL = `SELECT pg_advisory_unlock_all()`
 )
@@ -123,14 +151,14 @@ func (s *Store) pgPlan() *pgPlan {
 // versions lock, so that they and these exclude each other.
 const tenantLocks = 0x45444748 // "EDGH"
 
-// tenantKeys are the second keys of the requests' tenants' locks, in the
+// tenantKeys are the second keys of the tenants' locks, in the
 // order they are taken, so that processes that lock several never
 // deadlock.
-func tenantKeys(reqs []*Publish) []int32 {
-	keys := make([]int32, 0, 1)
-	for _, r := range reqs {
+func tenantKeys(tenants []string) []int32 {
+	keys := make([]int32, 0, len(tenants))
+	for _, t := range tenants {
 		h := fnv.New32a()
-		h.Write([]byte(r.Tenant))
+		h.Write([]byte(t))
 		keys = append(keys, int32(h.Sum32()))
 	}
 	slices.Sort(keys)
@@ -143,7 +171,11 @@ func tenantKeys(reqs []*Publish) []int32 {
 // processes' commits of one tenant queue on its lock instead).
 func (s *Store) commitPipelined(ctx context.Context, reqs []*Publish, plan *pgPlan) ([]Result, error) {
 	what := fmt.Sprintf("commit of %d requests", len(reqs))
-	keys := tenantKeys(reqs)
+	tenants := make([]string, len(reqs))
+	for i, r := range reqs {
+		tenants[i] = r.Tenant
+	}
+	keys := tenantKeys(tenants)
 	var results []Result
 	err := s.retry(ctx, func() error {
 		conn, err := s.write.Conn(ctx)
@@ -192,7 +224,7 @@ func (s *Store) commitOn(p *pgPipe, reqs []*Publish, keys []int32) ([]Result, er
 	// one BEGIN opens takes its snapshot once they are held: it then sees
 	// every commit of the process that held them before.
 	p.sync()
-	if err := p.enqueue("BEGIN", nil, nil); err != nil {
+	if err := p.enqueue(beginSQL, nil, nil); err != nil {
 		return nil, err
 	}
 	if err := p.prefetch(reqs); err != nil {
@@ -202,6 +234,9 @@ func (s *Store) commitOn(p *pgPipe, reqs []*Publish, keys []int32) ([]Result, er
 		return nil, err
 	}
 	p.settle()
+	if afterSnapshot != nil {
+		afterSnapshot(s)
+	}
 
 	a := commitTx{ctx: p.ctx, quotas: s.quotas, topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
 	p.bind(&a.statements)
@@ -231,6 +266,12 @@ func (s *Store) commitOn(p *pgPipe, reqs []*Publish, keys []int32) ([]Result, er
 	}
 	return results, nil
 }
+
+// afterSnapshot, when a test sets it, is called by each pipelined commit
+// once its transaction has its snapshot, before the logic writes
+// anything: the window in which a transaction that does not take the
+// tenant's lock could commit unseen.
+var afterSnapshot func(*Store)
 
 // answerKey names an answer read ahead: the statement the logic asks it
 // with and its arguments (int64 or string, at most two).

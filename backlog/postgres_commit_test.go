@@ -433,3 +433,144 @@ func TestACommitGroupSendsOneHint(t *testing.T) {
 		t.Fatalf("a group that numbered nothing sent %q", got)
 	}
 }
+
+// openProcesses opens n stores on one fresh database, as n processes
+// would.
+func openProcesses(t *testing.T, n int) []*Store {
+	t.Helper()
+	if !pgtest.Enabled() {
+		t.Skip("the scale-out store: runs with EDGEHUB_TEST_STORE=postgres (scripts/test)")
+	}
+	url := pgtest.Database(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	stores := make([]*Store, n)
+	for i := range stores {
+		l, err := OpenPostgres(context.Background(), url, logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		stores[i] = l
+	}
+	return stores
+}
+
+// Three processes commit at once, each to a tenant of its own, on topics
+// old and new: none of their commits aborts another's, so that processes
+// add throughput for separate tenants.
+func TestProcessesOnSeparateTenantsDoNotAbortEachOther(t *testing.T) {
+	stores := openProcesses(t, 3)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for p, l := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 150; i++ {
+				tenant := fmt.Sprintf("t%d", p)
+				reqs := []*Publish{{Tenant: tenant, Topic: fmt.Sprintf("x%d", i%5), Events: events(1)}}
+				if i%10 == 0 {
+					reqs = append(reqs, &Publish{Tenant: tenant, Topic: fmt.Sprintf("new%d", i), Events: events(1)})
+				}
+				if _, err := l.CommitBatch(ctx, reqs); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for p, l := range stores {
+		if n := l.Retries(); n != 0 {
+			t.Errorf("process %d ran %d of its 150 commits again: commits of separate tenants aborted each other", p, n)
+		}
+	}
+}
+
+// A tenant deleted while a commit of it that creates a topic has its
+// snapshot and has written nothing yet: the deletion waits for the
+// commit, and then removes its topic too, so that no row of the tenant
+// outlives its deletion.
+func TestADeletionWaitsForACommitOfItsTenant(t *testing.T) {
+	stores := openProcesses(t, 2)
+	a, b := stores[0], stores[1]
+	ctx := context.Background()
+	ten, _, err := a.CreateTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := commitOne(t, a, &Publish{Tenant: "acme", Topic: "old", Events: events(1), RequireTenant: true, Generation: ten.Generation}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	afterSnapshot = func(l *Store) {
+		if l == a {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	}
+	defer func() { afterSnapshot = nil }()
+	committed := make(chan error, 1)
+	go func() {
+		_, err := a.CommitBatch(ctx, []*Publish{{Tenant: "acme", Topic: "new", Events: events(1), RequireTenant: true, Generation: ten.Generation}})
+		committed <- err
+	}()
+	<-entered
+	deleted := make(chan error, 1)
+	go func() { deleted <- b.DeleteTenant(ctx, "acme") }()
+	for deadline := time.Now().Add(time.Minute); ; {
+		var waiting int
+		if err := b.read.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		done := false
+		select {
+		case err := <-deleted:
+			t.Errorf("the deletion finished (%v) while a commit of the tenant was open", err)
+			deleted <- err
+			done = true
+		default:
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deletion never waited for the commit")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := b.testQuery(`SELECT topic FROM topics WHERE tenant = 'acme'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, name)
+	}
+	rows.Close()
+	if len(left) != 0 {
+		t.Fatalf("topics %v of the deleted tenant are left", left)
+	}
+	var doomed int
+	if err := b.testQueryRow(`SELECT count(*) FROM doomed_topics`).Scan(&doomed); err != nil || doomed != 2 {
+		t.Fatalf("%d doomed topics (%v), want 2: the one the held commit made was missed", doomed, err)
+	}
+}
