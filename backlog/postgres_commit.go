@@ -26,8 +26,8 @@ import (
 //     sizes of the state keys the events set;
 //   - the logic then runs on those answers, and every write it makes is
 //     queued;
-//   - round trip 2: the queued writes, the hint, COMMIT, and past a sync
-//     point the locks' release.
+//   - round trip 2: the queued writes, the hint, COMMIT and the locks'
+//     release.
 //
 // Isolation. A commit runs REPEATABLE READ: one snapshot, taken once
 // its tenants' locks are held, and an error for any row that another
@@ -458,17 +458,17 @@ func (p *pgPipe) read(pl *pgconn.Pipeline, x pgQueued) error {
 	return nil
 }
 
-// commit sends the queued writes and COMMIT, and past a sync point the
-// locks' release, in one round trip. The release follows COMMIT, so that
-// no other process's commit of the tenant reads before this one is
-// visible. A commit whose release failed has committed: its connection
-// goes, and its locks with it.
+// commit sends the queued writes, COMMIT and the locks' release in one
+// round trip. The release follows COMMIT, so that no other process's
+// commit of the tenant reads before this one is visible. A COMMIT that
+// fails skips the release (abandon gives the locks back); a commit whose
+// release failed has committed: its connection goes, and its locks with
+// it.
 func (p *pgPipe) commit() error {
 	committed, released := &pgAnswer{}, &pgAnswer{}
 	if err := p.enqueue("COMMIT", nil, committed); err != nil {
 		return err
 	}
-	p.sync()
 	if err := p.enqueue(unlockSQL, nil, released); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,19 +159,11 @@ func BenchmarkPostgresProcessesOnSeparateTenants(b *testing.B) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var stores []*Store
 	for range 3 {
-		l, err := openPostgres(context.Background(), url, logger, func(c *pgx.ConnConfig) {
-			for _, kv := range strings.Fields(os.Getenv("PGPARAMS")) {
-				k, v, _ := strings.Cut(kv, "=")
-				c.RuntimeParams[k] = strings.ReplaceAll(v, "+", " ")
-			}
-		})
+		l, err := OpenPostgres(context.Background(), url, logger)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { l.Close() })
-		if os.Getenv("NOHINTS") != "" {
-			l.d.hints = nil
-		}
 		stores = append(stores, l)
 	}
 	for _, n := range []int{1, 3} {
@@ -435,8 +426,8 @@ func TestACommitGroupSendsOneHint(t *testing.T) {
 }
 
 // openProcesses opens n stores on one fresh database, as n processes
-// would.
-func openProcesses(t *testing.T, n int) []*Store {
+// would, and returns its URL too.
+func openProcesses(t *testing.T, n int) ([]*Store, string) {
 	t.Helper()
 	if !pgtest.Enabled() {
 		t.Skip("the scale-out store: runs with EDGEHUB_TEST_STORE=postgres (scripts/test)")
@@ -452,14 +443,14 @@ func openProcesses(t *testing.T, n int) []*Store {
 		t.Cleanup(func() { l.Close() })
 		stores[i] = l
 	}
-	return stores
+	return stores, url
 }
 
 // Three processes commit at once, each to a tenant of its own, on topics
 // old and new: none of their commits aborts another's, so that processes
 // add throughput for separate tenants.
 func TestProcessesOnSeparateTenantsDoNotAbortEachOther(t *testing.T) {
-	stores := openProcesses(t, 3)
+	stores, _ := openProcesses(t, 3)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for p, l := range stores {
@@ -492,7 +483,7 @@ func TestProcessesOnSeparateTenantsDoNotAbortEachOther(t *testing.T) {
 // commit, and then removes its topic too, so that no row of the tenant
 // outlives its deletion.
 func TestADeletionWaitsForACommitOfItsTenant(t *testing.T) {
-	stores := openProcesses(t, 2)
+	stores, _ := openProcesses(t, 2)
 	a, b := stores[0], stores[1]
 	ctx := context.Background()
 	ten, _, err := a.CreateTenant(ctx, "acme")
@@ -572,5 +563,48 @@ func TestADeletionWaitsForACommitOfItsTenant(t *testing.T) {
 	var doomed int
 	if err := b.testQueryRow(`SELECT count(*) FROM doomed_topics`).Scan(&doomed); err != nil || doomed != 2 {
 		t.Fatalf("%d doomed topics (%v), want 2: the one the held commit made was missed", doomed, err)
+	}
+}
+
+// A commit whose writes fail consumes no number and gives its tenant's
+// lock back: the other process commits next, numbered after what was
+// committed before, and the failed process's next commit after that.
+func TestAFailedCommitGivesBackItsLockAndNoNumber(t *testing.T) {
+	stores, url := openProcesses(t, 2)
+	a, b := stores[0], stores[1]
+	ctx := context.Background()
+	if r := commitOne(t, a, one("a", "x")); r.Err != nil || r.First != 1 {
+		t.Fatalf("%+v", r)
+	}
+	// A row in the way of the next event: every attempt of the next
+	// commit fails at its second round trip.
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `INSERT INTO events (topic_id, seq, type, time, data) SELECT id, 2, 'm', 0, '\x00' FROM topics`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CommitBatch(ctx, []*Publish{one("a", "x")}); err == nil {
+		t.Fatal("a commit whose insert conflicts succeeded")
+	}
+	if h, err := b.Head(ctx, "a", "x"); err != nil || h != 1 {
+		t.Fatalf("head %d (%v) after a failed commit, want 1", h, err)
+	}
+	if _, err := admin.Exec(ctx, `DELETE FROM events WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := b.CommitBatch(quick, []*Publish{one("a", "x")})
+	if err != nil {
+		t.Fatalf("the other process's commit after the failure: %v (the failed one kept its tenant's lock?)", err)
+	}
+	if res[0].First != 2 {
+		t.Fatalf("the other process's commit got %d, want 2", res[0].First)
+	}
+	if r := commitOne(t, a, one("a", "x")); r.Err != nil || r.First != 3 {
+		t.Fatalf("the failed process's next commit: %+v", r)
 	}
 }
