@@ -71,7 +71,7 @@ func openCounted(t *testing.T, url string, n *atomic.Int64) *Store {
 }
 
 // roundTripCase is a kind of commit, and the round trips it may take
-// (before this plan: 11, 12, 13, 8, 13, 13, 17, 64, 18).
+// (before plan 033: 11, 12, 13, 8, 13, 13, 17, 64, 15, 18).
 type roundTripCase struct {
 	name string
 	reqs func(i int) []*Publish
@@ -113,6 +113,15 @@ func roundTripCases() []roundTripCase {
 			}
 			return reqs
 		}, 2},
+		// Durable Streams: the stream's row, and its producer's, are read
+		// when the logic asks for them.
+		{"stream append with a producer", func(i int) []*Publish {
+			if i == 0 {
+				return []*Publish{streamCreate("ds", "text/plain")}
+			}
+			return []*Publish{streamAppend("ds", StreamOp{ContentType: "text/plain",
+				Producer: &Producer{ID: "p", Seq: int64(i - 1)}}, "m")}
+		}, 4},
 		{"2 tenants", func(int) []*Publish {
 			return []*Publish{{Tenant: "a", Topic: "x", Events: events(1)}, {Tenant: "b", Topic: "x", Events: events(1)}}
 		}, 2},
