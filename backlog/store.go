@@ -62,12 +62,11 @@ type dialect struct {
 	// checkpoint, if set, folds the write-ahead log into the database, so
 	// that a deleted tenant's rows leave the files too.
 	checkpoint func(ctx context.Context, write *sql.DB) error
-	// lockTenants, if set, waits on conn, before a commit's transaction
+	// lockTenants, if set, waits on conn, before an inTxOf transaction
 	// begins, until no other process commits for any of tenants, and
-	// returns what lets them go once it has ended (Postgres: session
-	// advisory locks). Every commit of a tenant updates its usage row, so
-	// two processes' commits of one tenant would otherwise abort each
-	// other; taken before the snapshot, the lock makes them queue.
+	// returns what lets them go once it has ended (Postgres: the session
+	// advisory locks that its commits take in their pipeline, here for
+	// the deletion and rotation of a tenant, plan 033).
 	lockTenants func(ctx context.Context, conn *sql.Conn, tenants []string) (unlock func(), err error)
 	// hints, if set, tells other processes of a commit's ranges or of a
 	// tenant's end, inside the transaction that makes them (Postgres).
