@@ -52,6 +52,9 @@ func (s *Store) commitVisible(ctx context.Context, reqs []*Publish) ([]Result, e
 			return nil, err // a failed flush ends the log's commits for good
 		}
 	}
+	if s.d.commit != nil {
+		return s.d.commit(ctx, reqs)
+	}
 	// Before the transaction: the writer has one connection, which the
 	// transaction then holds.
 	prepared, err := s.statements(ctx)
@@ -65,7 +68,7 @@ func (s *Store) commitVisible(ctx context.Context, reqs []*Publish) ([]Result, e
 			tenants = append(tenants, r.Tenant)
 		}
 	}
-	err = s.inTxOf(ctx, fmt.Sprintf("commit of %d requests", len(reqs)), tenants, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, fmt.Sprintf("commit of %d requests", len(reqs)), tenants, func(tx *sql.Tx) error {
 		a := commitTx{ctx: ctx, tx: tx, quotas: s.quotas,
 			topics: map[[2]string]*topicState{}, tenants: map[string]*tenantState{}}
 		a.bind(ctx, tx, prepared) // the transaction's statements close with it
@@ -126,19 +129,19 @@ type commitTx struct {
 type statements struct {
 	// insert writes one event, insertMany insertRows of them: a batch
 	// pays the statement's fixed cost once per insertRows events.
-	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook *sql.Stmt
-	deletedSince                                                 *sql.Stmt
-	getTopic, newTopic, setTopic                                 *sql.Stmt
-	upsertKey, deleteKey, keySize                                *sql.Stmt
-	getTenant, getUsage, setUsage                                *sql.Stmt
+	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook stmt
+	deletedSince                                                 stmt
+	getTopic, newTopic, setTopic                                 stmt
+	upsertKey, deleteKey, keySize                                stmt
+	getTenant, getUsage, setUsage                                stmt
 	// Durable Streams' (streams.go).
-	getStream, putStream, setStream, dropStream, softDelete, addForks *sql.Stmt
-	getProducer, putProducer, dropProducers                           *sql.Stmt
-	trimAll, dropState, setTrimmed, forkEvents                        *sql.Stmt
+	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
+	getProducer, putProducer, dropProducers                           stmt
+	trimAll, dropState, setTrimmed, forkEvents                        stmt
 }
 
 type statementSQL struct {
-	stmt **sql.Stmt
+	stmt *stmt
 	sql  string
 }
 
@@ -180,11 +183,11 @@ func (s *Store) statements(ctx context.Context) (*statements, error) {
 	}
 	st := &statements{}
 	for _, p := range st.list() {
-		stmt, err := s.write.PrepareContext(ctx, s.q(p.sql))
+		ps, err := s.write.PrepareContext(ctx, s.q(p.sql))
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), st.close())
 		}
-		*p.stmt = stmt
+		*p.stmt = sqlStmt{ps}
 	}
 	s.stmts = st
 	return st, nil
@@ -194,7 +197,7 @@ func (s *Store) statements(ctx context.Context) (*statements, error) {
 func (st *statements) bind(ctx context.Context, tx *sql.Tx, prepared *statements) {
 	*st = *prepared
 	for _, p := range st.list() {
-		*p.stmt = tx.StmtContext(ctx, *p.stmt)
+		*p.stmt = sqlStmt{tx.StmtContext(ctx, (*p.stmt).(sqlStmt).Stmt)}
 	}
 }
 

@@ -38,9 +38,15 @@ type hinter struct {
 	listen  *pgx.ConnConfig
 }
 
+// execer runs a statement in a write transaction: a *sql.Tx, or the
+// pipeline of a PostgreSQL commit (postgres_commit.go).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // committed tells the other processes, inside the commit's transaction,
 // which range of which topic it numbered.
-func (s *Store) committed(ctx context.Context, tx *sql.Tx, reqs []*Publish, results []Result) error {
+func (s *Store) committed(ctx context.Context, tx execer, reqs []*Publish, results []Result) error {
 	h := s.d.hints
 	if h == nil {
 		return nil
@@ -77,7 +83,7 @@ func (s *Store) tenantEnded(ctx context.Context, tx *sql.Tx, name string) error 
 	return s.d.hints.send(ctx, tx, "t "+s.d.hints.process+" "+name)
 }
 
-func (h *hinter) send(ctx context.Context, tx *sql.Tx, payload string) error {
+func (h *hinter) send(ctx context.Context, tx execer, payload string) error {
 	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, hintChannel, payload); err != nil {
 		return fmt.Errorf("send hint: %w", err)
 	}

@@ -8,9 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +28,12 @@ import (
 // for having raced another process's. Reads run REPEATABLE READ, so a
 // topic's row and its events agree.
 func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	return openPostgres(ctx, url, logger, nil)
+}
+
+// openPostgres is OpenPostgres; tune, if set, adjusts the write pool's
+// connections (tests count their round trips).
+func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune func(*pgx.ConnConfig)) (*Store, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse --store: %w", err)
@@ -40,6 +44,9 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 	// A peer that holds a tenant's commit lock and hangs must not stop
 	// this process's committer for good: the commit fails instead.
 	writeCfg.RuntimeParams["lock_timeout"] = "10s"
+	if tune != nil {
+		tune(writeCfg)
+	}
 	write := stdlib.OpenDB(*writeCfg)
 	write.SetMaxOpenConns(4)
 	locker, err := lock.NewPostgresSessionLocker()
@@ -63,14 +70,19 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger) (*Store,
 	if _, err := rand.Read(id); err != nil {
 		return nil, errors.Join(fmt.Errorf("make a process id: %w", err), read.Close(), write.Close())
 	}
-	return &Store{write: write, read: read, now: time.Now, d: dialect{
+	s := &Store{write: write, read: read, now: time.Now, d: dialect{
 		dollar:      true,
 		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		retryable:   raced,
 		lockTenants: lockTenants,
 		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
 		hints:       &hinter{process: hex.EncodeToString(id), listen: listenCfg},
-	}}, nil
+	}}
+	plan := s.pgPlan()
+	s.d.commit = func(ctx context.Context, reqs []*Publish) ([]Result, error) {
+		return s.commitPipelined(ctx, reqs, plan)
+	}
+	return s, nil
 }
 
 // ListenerName is the application_name of a process's hint listener.
@@ -92,31 +104,19 @@ func raced(err error) bool {
 	return false
 }
 
-// tenantLocks is the first key of the advisory locks that queue commits of
-// one tenant (the second is a hash of its name), apart from other
-// programs' and goose's.
-const tenantLocks = 0x45444748 // "EDGH"
-
-// lockTenants takes a session advisory lock per tenant on conn, in the
-// order of their keys, so that processes locking several never deadlock.
+// lockTenants takes, on conn, the session advisory locks of tenants that
+// the pipelined commit takes (commitPipelined), for the admin API's
+// transactions that must not run beside a commit of the tenant.
 func lockTenants(ctx context.Context, conn *sql.Conn, tenants []string) (func(), error) {
-	keys := make([]int32, 0, len(tenants))
-	for _, t := range tenants {
-		h := fnv.New32a()
-		h.Write([]byte(t))
-		keys = append(keys, int32(h.Sum32()))
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
 	unlock := func() {
 		// A lock left behind would stop the tenant's commits everywhere: if
 		// the unlock fails, the connection goes, and its locks with it.
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`); err != nil {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), unlockSQL); err != nil {
 			conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // discards the connection
 		}
 	}
-	for _, k := range keys {
-		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1, $2)`, tenantLocks, k); err != nil {
+	for _, k := range tenantKeys(tenants) {
+		if _, err := conn.ExecContext(ctx, lockSQL, int32(tenantLocks), k); err != nil {
 			unlock()
 			return nil, fmt.Errorf("lock tenant commits: %w", err)
 		}

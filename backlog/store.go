@@ -65,16 +65,19 @@ type dialect struct {
 	// checkpoint, if set, folds the write-ahead log into the database, so
 	// that a deleted tenant's rows leave the files too.
 	checkpoint func(ctx context.Context, write *sql.DB) error
-	// lockTenants, if set, waits on conn, before a commit's transaction
+	// lockTenants, if set, waits on conn, before an inTxOf transaction
 	// begins, until no other process commits for any of tenants, and
-	// returns what lets them go once it has ended (Postgres: session
-	// advisory locks). Every commit of a tenant updates its usage row, so
-	// two processes' commits of one tenant would otherwise abort each
-	// other; taken before the snapshot, the lock makes them queue.
+	// returns what lets them go once it has ended (Postgres: the session
+	// advisory locks that its commits take in their pipeline, here for
+	// the deletion and rotation of a tenant, plan 033).
 	lockTenants func(ctx context.Context, conn *sql.Conn, tenants []string) (unlock func(), err error)
 	// hints, if set, tells other processes of a commit's ranges or of a
 	// tenant's end, inside the transaction that makes them (Postgres).
 	hints *hinter
+	// commit, if set, is CommitBatch: the same commit logic on a pipeline
+	// of its own (Postgres, postgres_commit.go), not on inTxOf's
+	// database/sql transaction, whose every statement is a round trip.
+	commit func(ctx context.Context, reqs []*Publish) ([]Result, error)
 }
 
 // q is query in the dialect's placeholders.
@@ -189,19 +192,26 @@ func (s *Store) seen(ctx context.Context) error {
 }
 
 // inTx runs fn in one write transaction and commits it, retried as a
-// whole: fn must not change anything outside the transaction.
+// whole, and returns once it is durable: fn must not change anything
+// outside the transaction.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	if err := s.inTxOf(ctx, what, nil, fn); err != nil {
+	return s.inTxOf(ctx, what, nil, fn)
+}
+
+// inTxOf is inTx for a transaction that writes for tenants: with the
+// dialect's lockTenants it first waits for the other processes' commits
+// of those tenants.
+func (s *Store) inTxOf(ctx context.Context, what string, tenants []string, fn func(tx *sql.Tx) error) error {
+	if err := s.writeTx(ctx, what, tenants, fn); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-// inTxOf is inTx for a transaction that commits for tenants, without the
-// flush that makes it durable (the caller's: the committer flushes many
-// commits at once): with the dialect's lockTenants it first waits for the
-// other processes' commits of those tenants.
-func (s *Store) inTxOf(ctx context.Context, what string, tenants []string, fn func(tx *sql.Tx) error) error {
+// writeTx is inTxOf without the flush that makes the transaction durable:
+// the committer's, which flushes many commits at once while the next ones
+// run.
+func (s *Store) writeTx(ctx context.Context, what string, tenants []string, fn func(tx *sql.Tx) error) error {
 	return s.retry(ctx, func() error {
 		conn, err := s.write.Conn(ctx)
 		if err != nil {

@@ -124,7 +124,7 @@ const streamColumns = `s.topic_id, s.content_type, coalesce(s.ttl, -1), coalesce
 
 const streamFrom = ` FROM streams s JOIN topics t ON t.id = s.topic_id LEFT JOIN topics f ON f.id = s.fork_of`
 
-func scanStream(row *sql.Row) (StreamInfo, bool, error) {
+func scanStream(row rowScanner) (StreamInfo, bool, error) {
 	var i StreamInfo
 	c := &i.Config
 	err := row.Scan(&i.TopicID, &c.ContentType, &c.TTL, &c.ExpiresAt, &c.Closed, &i.ClosedBy,
@@ -462,8 +462,8 @@ func (a *commitTx) deleteStream(tenant string, ten *tenantState, t *topicState, 
 			}
 			return nil
 		}
-		for _, stmt := range []*sql.Stmt{a.dropStream, a.dropProducers, a.dropState, a.trimAll} {
-			if _, err := stmt.ExecContext(a.ctx, info.TopicID); err != nil {
+		for _, st := range []stmt{a.dropStream, a.dropProducers, a.dropState, a.trimAll} {
+			if _, err := st.ExecContext(a.ctx, info.TopicID); err != nil {
 				return fmt.Errorf("delete stream %d: %w", info.TopicID, err)
 			}
 		}

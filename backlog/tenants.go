@@ -63,7 +63,9 @@ func (s *Store) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 // row; its topics (dev mode has tenants without rows) are still removed.
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	var found bool
-	err := s.inTx(ctx, "delete of tenant "+name, func(tx *sql.Tx) error {
+	// Under the tenant's lock, as its commits (PostgreSQL): one that
+	// creates a topic must be seen by this deletion, or see it.
+	err := s.inTxOf(ctx, "delete of tenant "+name, []string{name}, func(tx *sql.Tx) error {
 		var id int64
 		err := tx.QueryRowContext(ctx, s.q(`DELETE FROM tenants WHERE name = ? RETURNING id`), name).Scan(&id)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -252,7 +254,9 @@ func (s *Store) Rotate(ctx context.Context, name string) (auth.Tenant, error) {
 	if err != nil {
 		return auth.Tenant{}, err
 	}
-	err = s.inTx(ctx, "rotation of tenant "+name, func(tx *sql.Tx) error {
+	// Under the tenant's lock (PostgreSQL): a commit authorized by the old
+	// secrets lands before the rotation returns, or not at all.
+	err = s.inTxOf(ctx, "rotation of tenant "+name, []string{name}, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.q(`UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
 			WHERE name = ? RETURNING id`), t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
 		if err != nil {
