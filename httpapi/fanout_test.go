@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -396,32 +395,10 @@ func TestAHandBackBetweenTheLookAndTheWaitIsNotMissed(t *testing.T) {
 // network: a client that stops reading fills them with a few kilobytes.
 func tightPair(t *testing.T) (*connWire, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
-	client, err := d.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	server.(*net.TCPConn).SetWriteBuffer(8 << 10)
-	raw, err := server.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cw := &connWire{conn: server, raw: raw, endBy: new(atomic.Int64)}
-	cw.readable = cw.onReadable
-	return cw, client
+	return pairOf(t, d, 8<<10)
 }
 
 // runQueueGuarded runs the writer's queue on a goroutine and fails if it

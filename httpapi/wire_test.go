@@ -17,12 +17,19 @@ import (
 // loopback connection, and the client's end.
 func connPair(t *testing.T) (*connWire, net.Conn) {
 	t.Helper()
+	return pairOf(t, &net.Dialer{}, 0)
+}
+
+// pairOf is connPair with the client dialled by d and, unless sendBuf is
+// 0, the server's send buffer set to sendBuf bytes.
+func pairOf(t *testing.T, d *net.Dialer, sendBuf int) (*connWire, net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
+	client, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +39,9 @@ func connPair(t *testing.T) (*connWire, net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { server.Close() })
+	if sendBuf > 0 {
+		server.(*net.TCPConn).SetWriteBuffer(sendBuf)
+	}
 	raw, err := server.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
