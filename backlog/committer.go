@@ -39,11 +39,22 @@ type Committer struct {
 	// flushes them together and only then answers them. ran says the
 	// commit stage has ended, so the flusher ends once unflushed is empty.
 	// Any other Log (a test's wrapper, say) commits durably in CommitBatch.
-	pipe      *Store
-	unflushed []visibleCommit
-	ran       bool
-	flushWake chan struct{}
-	flushed   chan struct{}
+	//
+	// unanswered counts the requests of commits made visible and not yet
+	// answered. While it is not zero, the next commit waits until as many
+	// requests are queued, or the flush is over (awaitFlush): publishers
+	// that wait for their answers come back only after the flush, and a
+	// commit of the few that came meanwhile would split them into two
+	// groups that each pay a flush from then on, where one group paid one.
+	// With more publishers than a group, the next group is queued at once
+	// and its statements run during the flush.
+	pipe         *Store
+	unflushed    []visibleCommit
+	unanswered   int
+	ran          bool
+	flushWake    chan struct{}
+	flushed      chan struct{}
+	waitingFlush func(queued, unanswered int)
 }
 
 // visibleCommit is a commit whose answers wait for its flush.
@@ -79,6 +90,9 @@ type CommitterOptions struct {
 	// Waiting, when set (by a test), is called when a commit starts to
 	// wait for want requests.
 	Waiting func(want int)
+	// WaitingFlush, when set (by a test), is called when a commit starts
+	// to wait for the last one's flush.
+	WaitingFlush func(queued, unanswered int)
 }
 
 // NewCommitter starts the goroutine that commits for log.
@@ -96,6 +110,8 @@ func NewCommitter(log Log, opts CommitterOptions) *Committer {
 		stopped:   make(chan struct{}),
 		flushWake: make(chan struct{}, 1),
 		flushed:   make(chan struct{}),
+
+		waitingFlush: opts.WaitingFlush,
 	}
 	if s, ok := log.(*Store); ok && s.wal != nil {
 		c.pipe = s
@@ -156,6 +172,7 @@ func (c *Committer) run() {
 	siblings := 0 // requests in the last commit
 	for range c.wake {
 		for {
+			c.awaitFlush()
 			if timer != nil {
 				c.awaitSiblings(siblings, timer)
 			}
@@ -192,6 +209,24 @@ func (c *Committer) awaitSiblings(want int, timer *time.Timer) {
 		case <-timer.C:
 			return
 		}
+	}
+}
+
+// awaitFlush waits while the last commits' flush is in progress and fewer
+// requests are queued than it is to answer (see unanswered).
+func (c *Committer) awaitFlush() {
+	for {
+		c.mu.Lock()
+		queued, unanswered := len(c.pending), c.unanswered
+		wait := !c.closed && unanswered > 0 && queued < unanswered
+		c.mu.Unlock()
+		if !wait {
+			return
+		}
+		if c.waitingFlush != nil {
+			c.waitingFlush(queued, unanswered)
+		}
+		<-c.wake
 	}
 }
 
@@ -234,6 +269,7 @@ func (c *Committer) commit(batch []queued) {
 		results, err := c.pipe.commitVisible(context.Background(), reqs)
 		c.mu.Lock()
 		c.unflushed = append(c.unflushed, visibleCommit{batch, results, err, start})
+		c.unanswered += len(batch)
 		c.mu.Unlock()
 		poke(c.flushWake)
 		return
@@ -261,12 +297,18 @@ func (c *Committer) flusher() {
 				break
 			}
 			err := c.pipe.flush()
+			answered := 0
 			for _, v := range commits {
 				if v.err == nil && err != nil {
 					v.err, v.results = fmt.Errorf("commit of %d requests: %w", len(v.batch), err), nil
 				}
 				c.answer(v)
+				answered += len(v.batch)
 			}
+			c.mu.Lock()
+			c.unanswered -= answered
+			c.mu.Unlock()
+			poke(c.wake)
 		}
 	}
 }

@@ -127,6 +127,70 @@ func TestTheNextCommitRunsWhileTheLastIsFlushed(t *testing.T) {
 	}
 }
 
+// While a flush is in progress, the next commit waits until as many
+// requests are queued as the flush is to answer: the publishers it answers
+// come back only after it, and a commit of fewer would split the
+// publishers into two groups that each pay a flush. Once that many are
+// queued, the commit runs during the flush.
+func TestTheNextCommitWaitsForAsManyAsTheFlushAnswers(t *testing.T) {
+	held, hold := make(chan struct{}, 1), make(chan struct{})
+	l := openPipelined(t, func(w *walSync) {
+		first := true
+		w.beforeFlush = func() {
+			if first { // only the first flush is held
+				first = false
+				held <- struct{}{}
+				<-hold
+			}
+		}
+	})
+	inCommit := make(chan struct{}, 8)
+	l.BeforeCommit = func() { inCommit <- struct{}{} }
+	type counts struct{ queued, unanswered int }
+	waits := make(chan counts, 64)
+	c := NewCommitter(l, CommitterOptions{WaitingFlush: func(queued, unanswered int) {
+		waits <- counts{queued, unanswered}
+	}})
+	defer c.Close()
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release() // before Close, should the test fail while the flush is held
+	within := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	var answers []<-chan answer
+	answers = append(answers, commitAsync(c, l, "x"))
+	within(inCommit, "the first commit did not run")
+	<-held // one request visible, its flush held
+	answers = append(answers, commitAsync(c, l, "x"))
+	within(inCommit, "a commit of as many requests as the flush answers waited for it")
+	answers = append(answers, commitAsync(c, l, "x")) // 1 queued, 2 unanswered
+	for w := (counts{}); w != (counts{1, 2}); {
+		select {
+		case w = <-waits:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a commit of 1 request did not wait for a flush of 2")
+		}
+	}
+	select {
+	case <-inCommit:
+		t.Fatal("a commit of 1 request ran while a flush of 2 was in progress")
+	default:
+	}
+	answers = append(answers, commitAsync(c, l, "x")) // 2 queued, 2 unanswered
+	within(inCommit, "two queued requests waited for the flush of two")
+	release()
+	for i, ch := range answers {
+		if a := <-ch; a.err != nil || a.r.First != int64(i+1) {
+			t.Fatalf("answer %d: %+v", i+1, a)
+		}
+	}
+}
+
 // A flush that fails answers the commits it was to cover with
 // ErrNotDurable, never with success, and so does every later commit and
 // read: what is visible may not be on the disk.
