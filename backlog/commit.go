@@ -140,6 +140,9 @@ type statements struct {
 	trimAll, dropState, setTrimmed, forkEvents                        stmt
 }
 
+var insertManySQL = `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES ` +
+	strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
+
 type statementSQL struct {
 	stmt *stmt
 	sql  string
@@ -148,8 +151,7 @@ type statementSQL struct {
 func (st *statements) list() []statementSQL {
 	return append(st.streamList(), []statementSQL{
 		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.insertMany, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES ` +
-			strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insertMany, insertManySQL},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
@@ -193,12 +195,51 @@ func (s *Store) statements(ctx context.Context) (*statements, error) {
 	return st, nil
 }
 
-// bind makes the statements of tx from the prepared ones.
+// bind makes the statements of tx from the prepared ones. Each is bound
+// on its first use: a one-event commit uses 6 of them, and binding all
+// of them cost as much as running those.
 func (st *statements) bind(ctx context.Context, tx *sql.Tx, prepared *statements) {
 	*st = *prepared
-	for _, p := range st.list() {
-		*p.stmt = sqlStmt{tx.StmtContext(ctx, (*p.stmt).(sqlStmt).Stmt)}
+	list := st.list()
+	lazy := make([]txStmt, len(list))
+	for i, p := range list {
+		lazy[i] = txStmt{ctx: ctx, tx: tx, prepared: (*p.stmt).(sqlStmt).Stmt}
+		*p.stmt = &lazy[i]
 	}
+}
+
+// txStmt is a prepared statement bound to a transaction when first used.
+type txStmt struct {
+	ctx             context.Context
+	tx              *sql.Tx
+	prepared, bound *sql.Stmt
+}
+
+func (s *txStmt) get() *sql.Stmt {
+	if s.bound == nil {
+		s.bound = s.tx.StmtContext(s.ctx, s.prepared)
+	}
+	return s.bound
+}
+
+func (s *txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return s.get().ExecContext(ctx, args...)
+}
+
+func (s *txStmt) QueryRowContext(ctx context.Context, args ...any) rowScanner {
+	return s.get().QueryRowContext(ctx, args...)
+}
+
+func (s *txStmt) QueryContext(ctx context.Context, args ...any) (rowsScanner, error) {
+	return s.get().QueryContext(ctx, args...)
+}
+
+// Close closes the bound statement; the transaction closes it too.
+func (s *txStmt) Close() error {
+	if s.bound == nil {
+		return nil
+	}
+	return s.bound.Close()
 }
 
 func (st *statements) close() error {
