@@ -315,7 +315,7 @@ func TestIdleHubIsPassivatedAndRestartsAtHead(t *testing.T) {
 	f := func() { close(passivated) }
 	h.onIdle.Store(&f)
 	h.hubs.Tick()
-	<-passivated
+	recv(t, passivated, "passivation of the idle hub")
 	var none func()
 	h.onIdle.Store(&none)
 	deadline := time.Now().Add(wait)
