@@ -88,12 +88,12 @@ func TestAReadWaitsForTheFlushOfWhatItSees(t *testing.T) {
 	}
 }
 
-// The next commit's statements run while the last one's flush is in
-// progress, and the answers still come in commit order, each after the
-// flush that covers it.
-func TestTheNextCommitRunsWhileTheLastIsFlushed(t *testing.T) {
-	held, hold := make(chan struct{}, 2), make(chan struct{})
-	l := openPipelined(t, func(w *walSync) {
+// holdFirstFlush opens a pipelined log whose first flush waits, once it
+// has said so on held, until hold is closed; inCommit hears of each
+// commit just before its COMMIT.
+func holdFirstFlush(t *testing.T) (l *Store, held, hold, inCommit chan struct{}) {
+	held, hold, inCommit = make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 8)
+	l = openPipelined(t, func(w *walSync) {
 		first := true
 		w.beforeFlush = func() {
 			if first { // only the first flush is held
@@ -103,8 +103,15 @@ func TestTheNextCommitRunsWhileTheLastIsFlushed(t *testing.T) {
 			}
 		}
 	})
-	inCommit := make(chan struct{}, 2)
 	l.BeforeCommit = func() { inCommit <- struct{}{} }
+	return l, held, hold, inCommit
+}
+
+// The next commit's statements run while the last one's flush is in
+// progress, and the answers still come in commit order, each after the
+// flush that covers it.
+func TestTheNextCommitRunsWhileTheLastIsFlushed(t *testing.T) {
+	l, held, hold, inCommit := holdFirstFlush(t)
 	c := NewCommitter(l, CommitterOptions{})
 	defer c.Close()
 	release := sync.OnceFunc(func() { close(hold) })
@@ -133,19 +140,7 @@ func TestTheNextCommitRunsWhileTheLastIsFlushed(t *testing.T) {
 // publishers into two groups that each pay a flush. Once that many are
 // queued, the commit runs during the flush.
 func TestTheNextCommitWaitsForAsManyAsTheFlushAnswers(t *testing.T) {
-	held, hold := make(chan struct{}, 1), make(chan struct{})
-	l := openPipelined(t, func(w *walSync) {
-		first := true
-		w.beforeFlush = func() {
-			if first { // only the first flush is held
-				first = false
-				held <- struct{}{}
-				<-hold
-			}
-		}
-	})
-	inCommit := make(chan struct{}, 8)
-	l.BeforeCommit = func() { inCommit <- struct{}{} }
+	l, held, hold, inCommit := holdFirstFlush(t)
 	type counts struct{ queued, unanswered int }
 	waits := make(chan counts, 64)
 	c := NewCommitter(l, CommitterOptions{WaitingFlush: func(queued, unanswered int) {
