@@ -140,6 +140,8 @@ type statements struct {
 	trimAll, dropState, setTrimmed, forkEvents                        stmt
 }
 
+// insertManySQL inserts insertRows events. It is built once, not with
+// each commit's list of statements (bind lists them per transaction).
 var insertManySQL = `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES ` +
 	strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
 
