@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgehub/edgehub/event"
@@ -28,7 +27,8 @@ type Quotas struct {
 func (s *Store) SetQuotas(q Quotas) { s.quotas = q }
 
 // eventBytes is what one event adds to its tenant's stored bytes; purge
-// takes the same measure away (length(data)+length(type)+length(key)).
+// takes the same measure away (length(data)+length(type)+length(key), or
+// a segment's weight: the sum of its events').
 func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
 
 // CommitBatch commits all requests in one write transaction, and returns
@@ -117,7 +117,7 @@ type commitTx struct {
 	quotas  Quotas
 	topics  map[[2]string]*topicState
 	tenants map[string]*tenantState
-	args    []any // insertMany's arguments, reused across its calls
+	segment []byte // the segment being inserted, reused across them
 
 	statements
 }
@@ -127,23 +127,17 @@ type commitTx struct {
 // Tx.StmtContext: preparing them afresh per commit was most of the CPU
 // of a one-event commit.
 type statements struct {
-	// insert writes one event, insertMany insertRows of them: a batch
-	// pays the statement's fixed cost once per insertRows events.
-	insert, insertMany, getIdem, putIdem, getWebhook, putWebhook stmt
-	deletedSince                                                 stmt
-	getTopic, newTopic, setTopic                                 stmt
-	upsertKey, deleteKey, keySize                                stmt
-	getTenant, getUsage, setUsage                                stmt
+	// insert writes one event as a row, insertSegment many (segment.go).
+	insert, insertSegment, getIdem, putIdem, getWebhook, putWebhook stmt
+	deletedSince                                                    stmt
+	getTopic, newTopic, setTopic                                    stmt
+	upsertKey, deleteKey, keySize                                   stmt
+	getTenant, getUsage, setUsage                                   stmt
 	// Durable Streams' (streams.go).
 	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
 	getProducer, putProducer, dropProducers                           stmt
 	trimAll, dropState, setTrimmed, forkEvents                        stmt
 }
-
-// insertManySQL inserts insertRows events. It is built once, not with
-// each commit's list of statements (bind lists them per transaction).
-var insertManySQL = `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES ` +
-	strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, insertRows-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
 
 type statementSQL struct {
 	stmt *stmt
@@ -153,7 +147,8 @@ type statementSQL struct {
 func (st *statements) list() []statementSQL {
 	return append(st.streamList(), []statementSQL{
 		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.insertMany, insertManySQL},
+		{&st.insertSegment, `INSERT INTO events (topic_id, seq, n, type, time, key, op, data, raw, weight)
+			VALUES (?, ?, ?, '', ?, '', '', ?, ?, ?)`},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
@@ -483,13 +478,13 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	added := delta
-	for i := range req.Events {
-		added += eventBytes(&req.Events[i])
-	}
 	var forked []event.Event
 	if sx != nil {
 		forked = sx.forked
+	}
+	added := delta
+	for i := range req.Events {
+		added += eventBytes(&req.Events[i])
 	}
 	for i := range forked {
 		added += eventBytes(&forked[i])
@@ -522,7 +517,10 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		e.Seq, e.Time = t.head, now
 		r.Events = append(r.Events, e)
 	}
-	if err := a.insertEvents(t.id, r.Events, nanos); err != nil {
+	// Forked events are numbered as in their source, the request's after
+	// them: each part is consecutive, and laid out apart.
+	if err := errors.Join(a.insertEvents(t.id, r.Events[:len(forked)], nanos),
+		a.insertEvents(t.id, r.Events[len(forked):], nanos)); err != nil {
 		return Result{}, fmt.Errorf("insert events %d..%d of %s/%s: %w", r.First, t.head, req.Tenant, req.Topic, err)
 	}
 	for i := range r.Events {
@@ -544,29 +542,21 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	return r, nil
 }
 
-// insertRows is how many events one insertMany writes.
-const insertRows = 32
-
-// insertEvents writes events, numbered already, insertRows at a time and
-// the rest one by one.
+// insertEvents writes events, numbered already and consecutive, as
+// layout (segment.go) lays them out in rows.
 func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64) error {
-	for len(events) >= insertRows {
-		args := a.args[:0]
-		for i := range events[:insertRows] {
-			e := &events[i]
-			args = append(args, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data), e.Raw)
-		}
-		a.args = args
-		if _, err := a.insertMany.ExecContext(a.ctx, args...); err != nil {
+	return layout(events, func(run []event.Event) error {
+		last := &run[len(run)-1]
+		if len(run) == 1 {
+			_, err := a.insert.ExecContext(a.ctx, topicID, last.Seq, last.Type, nanos, last.Key, last.Op, []byte(last.Data), last.Raw)
 			return err
 		}
-		events = events[insertRows:]
-	}
-	for i := range events {
-		e := &events[i]
-		if _, err := a.insert.ExecContext(a.ctx, topicID, e.Seq, e.Type, nanos, e.Key, e.Op, []byte(e.Data), e.Raw); err != nil {
-			return err
+		var weight int64
+		for i := range run {
+			weight += eventBytes(&run[i])
 		}
-	}
-	return nil
+		a.segment = encodeSegment(a.segment[:0], run)
+		_, err := a.insertSegment.ExecContext(a.ctx, topicID, last.Seq, len(run), nanos, a.segment, false, weight)
+		return err
+	})
 }

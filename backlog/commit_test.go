@@ -219,14 +219,14 @@ func TestDevTenantWebhookKeyGoesWithItsDeletion(t *testing.T) {
 	}
 }
 
-// Batches of every size around the rows one insert statement writes are
+// Batches of every size around the events one segment holds are
 // stored whole: every event, numbered in line order after the last, with
 // its own data and type, and keyed events fold into the state in order.
 func TestBatchStoresEveryEventInOrder(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
 	var want, wantTypes []string
-	for _, n := range []int{1, insertRows - 1, insertRows, insertRows + 1, 3*insertRows + 5} {
+	for _, n := range []int{1, segmentMin, segmentMax - 1, segmentMax, segmentMax + 1, 2*segmentMax + 5} {
 		evs := make([]event.Event, n)
 		for i := range evs {
 			data := fmt.Sprintf(`{"batch":%d,"i":%d}`, n, i)
@@ -241,7 +241,7 @@ func TestBatchStoresEveryEventInOrder(t *testing.T) {
 			t.Fatalf("batch of %d answered %d..%d", n, res[0].First, res[0].Last)
 		}
 	}
-	page, err := l.Read(ctx, "a", "x", 0, 1000, 1<<20)
+	page, err := l.Read(ctx, "a", "x", 0, 10000, 1<<24)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func (st *statements) pgTouches() map[*stmt]pgTouch {
 		&st.keySize: r("state", 2), &st.upsertKey: w("state", 2), &st.deleteKey: w("state", 2),
 		&st.dropState:    w("state", 1),
 		&st.deletedSince: r("doomed_tenants", 0),
-		&st.insert:       w("events", 0), &st.insertMany: w("events", 0), &st.forkEvents: r("events", 0),
+		&st.insert:       w("events", 0), &st.insertSegment: w("events", 0), &st.forkEvents: r("events", 0),
 		&st.getStream: r("streams", 0), &st.putStream: w("streams", 0), &st.setStream: w("streams", 0),
 		&st.dropStream: w("streams", 0), &st.softDelete: w("streams", 0), &st.addForks: w("streams", 0),
 		&st.getProducer: r("producers", 0), &st.putProducer: w("producers", 0), &st.dropProducers: w("producers", 0),

@@ -24,10 +24,12 @@ const keyChunk = 5000
 // topics, so that idle topics cost nothing.
 const (
 	// trimByCountSQL moves the trim point of the topics over the limit
-	// (?1) and sets oldest to the time of the first event kept. It finds
+	// (?1) and sets oldest to the time of the first event kept (that of
+	// the row holding it: a segment's events share their commit's). It finds
 	// them through the expression index topics_over (head - trimmed).
 	trimByCountSQL = `UPDATE topics SET trimmed = head - ?1,
-		oldest = (SELECT e.time FROM events e WHERE e.topic_id = topics.id AND e.seq = topics.head - ?1 + 1)
+		oldest = (SELECT e.time FROM events e WHERE e.topic_id = topics.id AND e.seq >= topics.head - ?1 + 1
+			ORDER BY e.seq LIMIT 1)
 		WHERE head - trimmed > ?1`
 	// listAgedSQL lists topics whose oldest retained event was committed
 	// before ?1, through the partial index topics_oldest.
@@ -38,7 +40,7 @@ const (
 	listToPurgeSQL = `SELECT id FROM topics INDEXED BY topics_to_purge WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`
 	// eventBytesSQL is what an event row weighs in usage.bytes; the commit
 	// adds the same measure.
-	eventBytesSQL = `CAST(coalesce(sum(length(data) + length(type) + length(key)), 0) AS BIGINT)`
+	eventBytesSQL = `CAST(coalesce(sum(coalesce(weight, length(data) + length(type) + length(key))), 0) AS BIGINT)`
 )
 
 // TrimByCount moves the trim point of every topic holding more than n
@@ -121,7 +123,8 @@ func (s *Store) trimAgedIn(ctx context.Context, tx *sql.Tx, ids []int64, cutoff 
 		}
 		to, next := head, sql.NullInt64{}
 		var young int64
-		err = tx.QueryRowContext(ctx, s.q(`SELECT seq, time FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
+		// A row is young or old whole: a segment's events share a time.
+		err = tx.QueryRowContext(ctx, s.q(`SELECT seq - n + 1, time FROM events WHERE topic_id = ? AND seq > ? AND time >= ?
 			ORDER BY seq LIMIT 1`), id, trimmed, cutoff).Scan(&young, &next.Int64)
 		switch {
 		case err == nil:
@@ -176,7 +179,7 @@ func (s *Store) beforeTx(duty string) {
 // holds the writer for long: a topic with more continues in the next
 // transaction. Each transaction reads each topic's row again and acts on
 // what it holds then; it also takes the rows' bytes off the tenant's usage.
-// It returns the number of rows deleted.
+// It returns the number of events deleted (a segment counts all its events).
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var deleted, after int64
 	for {
@@ -249,18 +252,15 @@ func (s *Store) purgeTopicsIn(ctx context.Context, tx *sql.Tx, ids []int64) (int
 		// for, so a transaction never deletes more than purgeChunk rows.
 		to := min(purged+budget, trimmed)
 		budget -= to - purged
-		var bytes int64
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT `+eventBytesSQL+` FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`),
-			id, purged, to).Scan(&bytes); err != nil {
+		// A segment that holds events on both sides of to stays whole,
+		// and goes, with all its events, in the purge that passes its end.
+		var bytes, n int64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT `+eventBytesSQL+`, coalesce(sum(n), 0) FROM events
+			WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to).Scan(&bytes, &n); err != nil {
 			return 0, 0, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
 		}
-		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to)
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to); err != nil {
 			return 0, 0, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, 0, fmt.Errorf("count purge of topic %d: %w", id, err)
 		}
 		deleted += n
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE topics SET purged = ? WHERE id = ?`), to, id); err != nil {

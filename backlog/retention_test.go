@@ -35,11 +35,11 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 
 // Count trimming leaves exactly the newest n visible at once; the read
 // reports the trim point so readers can name what they lost; purge then
-// removes the rows in chunks.
+// removes the rows in chunks. (Segments: TestRetentionTrimsInsideASegment.)
 func TestTrimByCountThenPurge(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: events(12345)}}); err != nil {
+	if _, err := l.CommitBatch(ctx, singles("a", "x", events(12345))); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := l.TrimByCount(ctx, 100); err != nil || n != 1 {

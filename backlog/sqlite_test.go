@@ -79,6 +79,16 @@ func events(n int) []event.Event {
 	return evs
 }
 
+// singles publishes evs one request each, so that each is a row of its
+// own: tests of what retention does per row use them.
+func singles(tenant, topic string, evs []event.Event) []*Publish {
+	reqs := make([]*Publish, len(evs))
+	for i := range evs {
+		reqs[i] = &Publish{Tenant: tenant, Topic: topic, Events: evs[i : i+1]}
+	}
+	return reqs
+}
+
 func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()

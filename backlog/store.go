@@ -319,28 +319,33 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 	p.Head, p.Trimmed = t.head, t.trimmed
 	// Rows at or below the trim point may still exist until they are
 	// purged; readers never see them.
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT seq, type, time, key, op, data, raw FROM events
-		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`), id, max(after, p.Trimmed), limit)
+	from := max(after, p.Trimmed)
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT `+eventRowColumns+` FROM events
+		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`), id, from, limit)
 	if err != nil {
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
 	}
 	defer rows.Close()
 	p.Events = make([]event.Event, 0, min(limit, 256))
-	size := 0
-	for rows.Next() {
-		var e event.Event
-		var nanos int64
-		var data sql.RawBytes // copied only if the event joins the page
-		if err := rows.Scan(&e.Seq, &e.Type, &nanos, &e.Key, &e.Op, &data, &e.Raw); err != nil {
+	size, full := 0, false
+	var row eventRow
+	for !full && rows.Next() {
+		if err := rows.Scan(row.scanArgs()...); err != nil {
 			return p, fmt.Errorf("scan event of %s/%s: %w", tenant, topic, err)
 		}
-		if len(p.Events) > 0 && size+len(data) > maxBytes {
-			break
+		err := row.each(from, func(e event.Event) bool {
+			if len(p.Events) == limit || len(p.Events) > 0 && size+len(e.Data) > maxBytes {
+				full = true
+				return false
+			}
+			size += len(e.Data)
+			e.Data = bytes.Clone(e.Data) // the row's bytes are the driver's
+			p.Events = append(p.Events, e)
+			return true
+		})
+		if err != nil {
+			return p, fmt.Errorf("read event %d of %s/%s: %w", row.seq, tenant, topic, err)
 		}
-		size += len(data)
-		e.Time = time.Unix(0, nanos).UTC()
-		e.Data = bytes.Clone(data)
-		p.Events = append(p.Events, e)
 	}
 	if err := rows.Err(); err != nil {
 		return p, fmt.Errorf("read events of %s/%s: %w", tenant, topic, err)

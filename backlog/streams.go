@@ -1,6 +1,7 @@
 package backlog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -162,7 +163,9 @@ func (st *statements) streamList() []statementSQL {
 		{&st.trimAll, `UPDATE topics SET trimmed = head, oldest = NULL, state_bytes = 0 WHERE id = ?`},
 		{&st.dropState, `DELETE FROM state WHERE topic_id = ?`},
 		{&st.setTrimmed, `UPDATE topics SET trimmed = ? WHERE id = ?`},
-		{&st.forkEvents, `SELECT seq, type, key, op, data, raw FROM events WHERE topic_id = ? AND seq > ? AND seq <= ? ORDER BY seq`},
+		// The rows holding events after ?2 up to ?3: a segment's first
+		// event is seq - n + 1.
+		{&st.forkEvents, `SELECT ` + eventRowColumns + ` FROM events WHERE topic_id = ? AND seq > ? AND seq - n < ? ORDER BY seq`},
 	}
 }
 
@@ -358,14 +361,22 @@ func (a *commitTx) forkBegin(sx *streamTx, req *Publish, t *topicState, now time
 		return nil, nil, fmt.Errorf("read the events a fork inherits: %w", err)
 	}
 	defer rows.Close()
+	var row eventRow
 	for rows.Next() {
-		var e event.Event
-		var data []byte
-		if err := rows.Scan(&e.Seq, &e.Type, &e.Key, &e.Op, &data, &e.Raw); err != nil {
+		if err := rows.Scan(row.scanArgs()...); err != nil {
 			return nil, nil, fmt.Errorf("read an event a fork inherits: %w", err)
 		}
-		e.Data = data
-		sx.forked = append(sx.forked, e)
+		err := row.each(si.Oldest(), func(e event.Event) bool {
+			if e.Seq > end {
+				return false
+			}
+			e.Data = bytes.Clone(e.Data) // the row's bytes are the driver's
+			sx.forked = append(sx.forked, e)
+			return true
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read an event a fork inherits: %w", err)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read the events a fork inherits: %w", err)

@@ -29,10 +29,11 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	for i := range keyedEvents {
 		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), event.OpUpsert, `{"v":1}`)
 	}
-	mustPublish(t, l,
-		&Publish{Tenant: "big", Topic: "a", Events: events(12000), IdemKey: "i1", IdemHash: []byte("h")},
-		&Publish{Tenant: "big", Topic: "b", Events: keyedEvents},
-		&Publish{Tenant: "other", Topic: "x", Events: events(3)})
+	// One request per event, so that each is a row: purgeChunk counts rows.
+	reqs := singles("big", "a", events(12000))
+	reqs[0].IdemKey, reqs[0].IdemHash = "i1", []byte("h")
+	reqs = append(reqs, singles("big", "b", keyedEvents)...)
+	mustPublish(t, l, append(reqs, &Publish{Tenant: "other", Topic: "x", Events: events(3)})...)
 	for _, w := range []struct {
 		tenant string
 		id     int64
@@ -126,7 +127,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 func TestDeleteTenantWithoutRow(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	mustPublish(t, l, &Publish{Tenant: "dev", Topic: "x", Events: events(3)})
+	mustPublish(t, l, singles("dev", "x", events(3))...)
 	if err := l.DeleteTenant(ctx, "dev"); !errors.Is(err, ErrNoTenant) {
 		t.Fatalf("want ErrNoTenant, got %v", err)
 	}
