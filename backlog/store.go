@@ -34,6 +34,8 @@ type Store struct {
 	stmts   *statements
 	// rebound caches each query in the dialect's placeholders.
 	rebound sync.Map
+	// reads are the read pool's prepared statements, by query (readStmt).
+	reads sync.Map
 	// retries counts write transactions run again (Retries).
 	retries atomic.Int64
 	// BeforeRetentionTx, when set, is called by retention and by the purge
@@ -91,6 +93,25 @@ func (s *Store) q(query string) string {
 	r := dollars(query)
 	s.rebound.Store(query, r)
 	return r
+}
+
+// readStmt is query prepared once on the read pool (and once on each of
+// its connections, as it is used there). The reads every hub start and
+// every catch-up page make were parsed afresh each time: 9 % of the
+// server's CPU when 100 000 topics are each published to once.
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.reads.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.read.PrepareContext(ctx, s.q(query))
+	if err != nil {
+		return nil, fmt.Errorf("prepare %q: %w", query, err)
+	}
+	if prior, loaded := s.reads.LoadOrStore(query, st); loaded {
+		st.Close() //nolint:errcheck // a duplicate of prior, never used
+		return prior.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // dollars turns ? and ?N placeholders into $N, outside quoted literals.
@@ -252,7 +273,12 @@ func (s *Store) Close() error {
 	if s.wal != nil {
 		werr = s.wal.close()
 	}
-	return errors.Join(serr, werr, s.read.Close(), s.write.Close())
+	var rerr []error
+	s.reads.Range(func(_, st any) bool {
+		rerr = append(rerr, st.(*sql.Stmt).Close())
+		return true
+	})
+	return errors.Join(serr, werr, errors.Join(rerr...), s.read.Close(), s.write.Close())
 }
 
 // Ping checks the read pool, which is what readiness depends on.
@@ -263,8 +289,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // Head reads a topic's head; a topic never published to has head 0.
 func (s *Store) Head(ctx context.Context, tenant, topic string) (int64, error) {
 	var head int64
-	err := s.read.QueryRowContext(ctx,
-		s.q(`SELECT head FROM topics WHERE tenant = ? AND topic = ?`), tenant, topic).Scan(&head)
+	st, err := s.readStmt(ctx, `SELECT head FROM topics WHERE tenant = ? AND topic = ?`)
+	if err != nil {
+		return 0, err
+	}
+	err = st.QueryRowContext(ctx, tenant, topic).Scan(&head)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -284,12 +313,15 @@ type topicRow struct {
 // to has no row: the transaction is then nil, and so is the error.
 func (s *Store) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, topicRow, error) {
 	var t topicRow
+	st, err := s.readStmt(ctx, `SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`)
+	if err != nil {
+		return nil, t, err
+	}
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
 	if err != nil {
 		return nil, t, fmt.Errorf("begin read of %s/%s: %w", tenant, topic, err)
 	}
-	err = tx.QueryRowContext(ctx, s.q(`SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`),
-		tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
+	err = tx.StmtContext(ctx, st).QueryRowContext(ctx, tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
 	if err != nil {
 		tx.Rollback() //nolint:errcheck // read-only: nothing to undo
 		if errors.Is(err, sql.ErrNoRows) {
@@ -320,8 +352,11 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 	// Rows at or below the trim point may still exist until they are
 	// purged; readers never see them.
 	from := max(after, p.Trimmed)
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT `+eventRowColumns+` FROM events
-		WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`), id, from, limit)
+	st, err := s.readStmt(ctx, `SELECT `+eventRowColumns+` FROM events WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
+	if err != nil {
+		return p, err
+	}
+	rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, id, from, limit)
 	if err != nil {
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
 	}
