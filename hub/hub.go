@@ -83,8 +83,6 @@ type (
 	headRead struct {
 		head int64
 		err  error
-		// check marks a periodic comparison rather than the initial load.
-		check bool
 	}
 	// remoteCommit is a hint that another process sharing the log
 	// committed first..last of the topic. It may be lost, late, repeated
@@ -118,13 +116,18 @@ type hub struct {
 	// log may be ahead (a notice on its way, or lost): a stream that reads
 	// past it may still go live, and the periodic check catches up.
 	head int64
-	// loaded says head has been read from the log; until then routed
-	// messages wait in waiting, and loading says a read is in flight.
+	// loaded says head is known: read from the log, or taken from the
+	// hub's first own commit, whose transaction numbered its events after
+	// the topic's head as the log held it (so a new topic's first publish
+	// reads nothing: plan 037). Until then watches wait in waiting, and
+	// loading says a read is in flight; publishes go to the committer.
 	loaded, loading bool
 	waiting         []any
-	// heard is the process's Hearing as the hub began to read its head:
-	// whether it has heard every hint since (forgetIfDeaf).
-	heard uint64
+	// heard is the process's Hearing as the hub began to learn its head
+	// (its first read or publish, marked): whether it has heard every
+	// hint since (forgetIfDeaf).
+	heard  uint64
+	marked bool
 
 	// live holds the streams at the head: each commit is pushed into their
 	// queues. catchingUp holds the registered streams behind it, reading
@@ -165,9 +168,14 @@ func (h *hub) Receive(ctx actor.Context) {
 	case *actors.Envelope:
 		h.idle.Handled()
 		if !h.loaded {
-			h.waiting = append(h.waiting, msg.Msg)
-			h.readHead(ctx, false)
-			return
+			if !h.marked {
+				h.heard, h.marked = h.opts.Hearing.mark(), true
+			}
+			if _, ok := msg.Msg.(*publish); !ok {
+				h.waiting = append(h.waiting, msg.Msg)
+				h.readHead(ctx)
+				return
+			}
 		}
 		h.route(ctx, msg.Msg)
 	case *goLive:
@@ -183,7 +191,15 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.inflight--
 		msg.reply <- publishReply{result: msg.result, err: msg.err}
 		if msg.err == nil {
+			loads := !h.loaded && !h.retiring && len(msg.items) > 0
+			if loads {
+				first, _ := span(msg.items)
+				h.head, h.loaded = first-1, true
+			}
 			h.applyOwn(ctx, msg.items)
+			if loads {
+				h.routeWaiting(ctx)
+			}
 		}
 		h.stopIfRetired(ctx)
 	case *headRead:
@@ -460,7 +476,7 @@ func (h *hub) tick(ctx actor.Context) {
 		h.recent.expire(time.Now().Add(-h.opts.RetentionAge + ageMargin))
 	}
 	if h.opts.CheckTicks > 0 && h.ticks%h.opts.CheckTicks == 0 && h.live.len() > 0 && h.inflight == 0 {
-		h.readHead(ctx, true)
+		h.readHead(ctx)
 	}
 	h.fetch(ctx) // again, if the last read failed
 	busy := h.loading || h.fetching || h.live.len()+h.catchingUp.len() > 0 || h.inflight > 0 || len(h.waiting) > 0 || len(h.ahead) > 0
@@ -474,26 +490,26 @@ func (h *hub) tick(ctx actor.Context) {
 
 // readHead reads the log's head in a goroutine and sends it back: the hub
 // never waits on disk inside Receive.
-func (h *hub) readHead(ctx actor.Context, check bool) {
+func (h *hub) readHead(ctx actor.Context) {
 	if h.loading {
 		return
 	}
 	h.loading = true
-	if !check {
-		h.heard = h.opts.Hearing.mark()
-	}
 	self, root, store := ctx.Self(), h.opts.root, h.opts.Log
 	tenant, topic := h.tenant, h.topic
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		head, err := store.Head(c, tenant, topic)
-		root.Send(self, &headRead{head: head, err: err, check: check})
+		root.Send(self, &headRead{head: head, err: err})
 	}()
 }
 
 func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 	h.loading = false
+	if h.opts.Hooks.HeadRead != nil {
+		defer h.opts.Hooks.HeadRead(h.key())
+	}
 	if msg.err != nil {
 		h.opts.Logger.Error("read head", "topic", h.key(), "err", msg.err)
 		for _, m := range h.waiting {
@@ -502,7 +518,7 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 		h.waiting = nil
 		return
 	}
-	if msg.check && h.loaded {
+	if h.loaded { // a check, or a first read that the hub's first commit overtook
 		h.hints++
 		h.behind = max(h.behind, msg.head)
 		h.logAt(msg.head)
@@ -510,12 +526,17 @@ func (h *hub) headRead(ctx actor.Context, msg *headRead) {
 		return
 	}
 	h.head, h.loaded = msg.head, true
+	h.routeWaiting(ctx)
+}
+
+// routeWaiting routes what waited for the head, once it is known.
+func (h *hub) routeWaiting(ctx actor.Context) {
 	waiting := h.waiting
 	h.waiting = nil
 	for _, m := range waiting {
 		h.route(ctx, m)
 	}
-	h.fetch(ctx) // a hint heard while the head was read
+	h.fetch(ctx) // a hint heard while the head was not known
 }
 
 // fetchBytes bounds one read of the range a hint names, taken from the

@@ -49,6 +49,11 @@ type harness struct {
 	afterRead atomic.Pointer[func()]
 	// passivated counts the hubs the manager stopped as idle.
 	passivated atomic.Int64
+	// heads counts the head reads; afterHead, when set, runs inside each
+	// once it has read; headApplied once a hub has applied what one read.
+	heads       atomic.Int64
+	afterHead   atomic.Pointer[func()]
+	headApplied atomic.Pointer[func()]
 }
 
 // readHook runs the harness's onRead inside each page read.
@@ -69,6 +74,15 @@ func (r readHook) Read(ctx context.Context, tenant, topic string, after int64, l
 	r.h.reads = append(r.h.reads, pageRead{topic: topic, after: after, events: len(p.Events)})
 	r.h.readsMu.Unlock()
 	return p, err
+}
+
+func (r readHook) Head(ctx context.Context, tenant, topic string) (int64, error) {
+	r.h.heads.Add(1)
+	head, err := r.Store.Head(ctx, tenant, topic)
+	if f := r.h.afterHead.Load(); f != nil && *f != nil {
+		(*f)()
+	}
+	return head, err
 }
 
 // pageRead is one catch-up page read from the backlog.
@@ -147,6 +161,10 @@ func newHarnessAt(t *testing.T, url string, recentEvents int, budget *limits.Bud
 		},
 		Hooks: Hooks{BeforeIdle: func(string) {
 			if f := h.beforeIdle.Load(); f != nil {
+				(*f)()
+			}
+		}, HeadRead: func(string) {
+			if f := h.headApplied.Load(); f != nil && *f != nil {
 				(*f)()
 			}
 		}},
@@ -1017,5 +1035,96 @@ func TestLagCountsOnlyEventsPushedAsCommitted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The first publish to a topic with no hub reads no head: the hub takes it
+// from its commit, and a stream that joins from now after the answer is at
+// that commit, live, and gets what follows exactly once.
+func TestANewHubsFirstPublishReadsNoHead(t *testing.T) {
+	h := newHarness(t)
+	if seq := h.publish(`"first"`); seq != 1 {
+		t.Fatalf("first publish numbered %d", seq)
+	}
+	if n := h.heads.Load(); n != 0 {
+		t.Fatalf("the first publish to a new topic read its head %d times", n)
+	}
+	st := newStream(1 << 20)
+	j := recv(t, h.sendWatch(st), "watch")
+	if j.head != 1 || j.position != 1 || !j.live {
+		t.Fatalf("joined %+v after the first commit; want head and position 1, live", j)
+	}
+	h.expectLive(st, j)
+	if n := h.heads.Load(); n != 0 {
+		t.Fatalf("%d head reads", n)
+	}
+}
+
+// A watch reaches a new hub while its first publish is being committed:
+// the watch reads the head (before the commit), joins live there, and gets
+// the commit once.
+func TestAWatchDuringTheFirstCommitGetsItOnce(t *testing.T) {
+	h := newHarness(t)
+	hold := make(chan struct{})
+	h.gate.hold.Store(&hold)
+	p := h.sendPublish(`"held"`)
+	st := newStream(1 << 20)
+	j := recv(t, h.sendWatch(st), "watch")
+	if j.head != 0 || !j.live {
+		t.Fatalf("joined %+v during the first commit; want head 0, live", j)
+	}
+	close(hold)
+	if r := recv(t, p, "publish"); r.err != nil || r.result.First != 1 {
+		t.Fatalf("publish: %+v", r)
+	}
+	if got := pushed(t, st, 1); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("the stream got %v, want [1]", got)
+	}
+	h.publish(`"next"`)
+	if got := pushed(t, st, 1); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("the stream got %v, want [2]", got)
+	}
+}
+
+// A new hub's head read (for a watch) reads before its first commit and
+// answers after it: the hub, loaded from the commit, keeps that head
+// rather than going back to what the read saw, so what follows is applied
+// as it commits, with no read of the range.
+func TestAHeadReadOvertakenByTheFirstCommitIsNotApplied(t *testing.T) {
+	h := newHarness(t)
+	hold := make(chan struct{})
+	h.gate.hold.Store(&hold)
+	hook, read, releaseRead := holdFirst()
+	h.afterHead.Store(&hook)
+	p := h.sendPublish(`"first"`)
+	st := newStream(1 << 20)
+	w := h.sendWatch(st)
+	recv(t, read, "the head read") // it has read head 0: the commit is held
+	close(hold)
+	if r := recv(t, p, "publish"); r.err != nil || r.result.First != 1 {
+		t.Fatalf("publish: %+v", r)
+	}
+	j := recv(t, w, "watch")
+	if j.head != 1 || j.position != 1 || !j.live {
+		t.Fatalf("joined %+v; want head and position 1, live", j)
+	}
+	applied := make(chan struct{})
+	done := func() { close(applied) }
+	h.headApplied.Store(&done)
+	releaseRead()
+	recv(t, applied, "the stale head read applied")
+	st2 := newStream(1 << 20)
+	if j2 := recv(t, h.sendWatch(st2), "second watch"); j2.head != 1 {
+		t.Fatalf("the hub's head went back to %d after a stale read", j2.head)
+	}
+	reads := len(h.pageReads())
+	h.publish(`"second"`)
+	for _, s := range []*stream{st, st2} {
+		if got := pushed(t, s, 1); !slices.Equal(got, []int64{2}) {
+			t.Fatalf("a stream got %v, want [2]", got)
+		}
+	}
+	if n := len(h.pageReads()) - reads; n != 0 {
+		t.Fatalf("%d reads of the log for a commit that followed the head", n)
 	}
 }

@@ -92,6 +92,8 @@ type Hooks struct {
 	// AfterGoLive runs after a caught-up subscription has asked its hub to
 	// go live and before it waits for the answer.
 	AfterGoLive func(tenant, topic string)
+	// HeadRead runs inside Receive once a hub has applied a head it read.
+	HeadRead func(key string)
 }
 
 // Router is the typed way into the hubs: a transport publishes and
