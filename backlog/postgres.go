@@ -82,6 +82,9 @@ func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune fun
 	s.d.commit = func(ctx context.Context, reqs []*Publish) ([]Result, error) {
 		return s.commitPipelined(ctx, reqs, plan)
 	}
+	if err := s.prepareReads(ctx); err != nil {
+		return nil, errors.Join(err, read.Close(), write.Close())
+	}
 	return s, nil
 }
 

@@ -79,6 +79,9 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 			return nil, errors.Join(err, read.Close(), write.Close())
 		}
 	}
+	if err := s.prepareReads(ctx); err != nil {
+		return nil, errors.Join(err, read.Close(), write.Close())
+	}
 	return s, nil
 }
 

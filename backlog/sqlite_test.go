@@ -486,3 +486,35 @@ func (s *Store) testQueryRow(query string, args ...any) *sql.Row {
 func (s *Store) testQuery(query string, args ...any) (*sql.Rows, error) {
 	return s.read.Query(s.q(query), args...)
 }
+
+// TestAReadNeedsOneConnectionOfThePool holds every connection of the read
+// pool but one, then reads: a read that asked the pool for a second
+// connection while its transaction held the last (as preparing a
+// statement on first use did) would wait for itself, and reads that each
+// held one would wait for each other forever.
+func TestAReadNeedsOneConnectionOfThePool(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	if _, err := l.CommitBatch(ctx, []*Publish{{Tenant: "a", Topic: "x", Events: events(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	for range l.read.Stats().MaxOpenConnections - 1 {
+		c, err := l.read.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := l.Read(short, "a", "x", 0, 10, 1<<20)
+	if err != nil {
+		t.Fatalf("a read on the pool's last connection: %v", err)
+	}
+	if len(p.Events) != 3 {
+		t.Fatalf("read %d events, want 3", len(p.Events))
+	}
+	if _, err := l.Head(short, "a", "x"); err != nil {
+		t.Fatalf("a head read on the pool's last connection: %v", err)
+	}
+}

@@ -34,8 +34,8 @@ type Store struct {
 	stmts   *statements
 	// rebound caches each query in the dialect's placeholders.
 	rebound sync.Map
-	// reads are the read pool's prepared statements, by query (readStmt).
-	reads sync.Map
+	// reads are the read pool's prepared statements (prepareReads).
+	reads readStatements
 	// retries counts write transactions run again (Retries).
 	retries atomic.Int64
 	// BeforeRetentionTx, when set, is called by retention and by the purge
@@ -95,23 +95,45 @@ func (s *Store) q(query string) string {
 	return r
 }
 
-// readStmt is query prepared once on the read pool (and once on each of
-// its connections, as it is used there). The reads every hub start and
-// every catch-up page make were parsed afresh each time: 9 % of the
-// server's CPU when 100 000 topics are each published to once.
-func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := s.reads.Load(query); ok {
-		return st.(*sql.Stmt), nil
+// readStatements are the reads every hub start and every catch-up page
+// make, prepared once on the read pool (and once on each of its
+// connections, as it is used there): parsed afresh each time, they were
+// 9 % of the server's CPU when 100 000 topics are each published to once.
+type readStatements struct {
+	head, topic, page *sql.Stmt
+}
+
+// prepareReads prepares the read statements when the store opens, never
+// on first use: a read prepares on the pool while its transaction holds
+// one of the pool's connections, so reads that all held one and waited
+// for another to prepare on would wait for each other forever.
+func (s *Store) prepareReads(ctx context.Context) error {
+	for _, r := range []struct {
+		st    **sql.Stmt
+		query string
+	}{
+		{&s.reads.head, `SELECT head FROM topics WHERE tenant = ? AND topic = ?`},
+		{&s.reads.topic, `SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`},
+		{&s.reads.page, `SELECT ` + eventRowColumns + ` FROM events WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`},
+	} {
+		st, err := s.read.PrepareContext(ctx, s.q(r.query))
+		if err != nil {
+			return errors.Join(fmt.Errorf("prepare %q: %w", r.query, err), s.reads.close())
+		}
+		*r.st = st
 	}
-	st, err := s.read.PrepareContext(ctx, s.q(query))
-	if err != nil {
-		return nil, fmt.Errorf("prepare %q: %w", query, err)
+	return nil
+}
+
+// close closes the statements prepared so far.
+func (r *readStatements) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{r.head, r.topic, r.page} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
-	if prior, loaded := s.reads.LoadOrStore(query, st); loaded {
-		st.Close() //nolint:errcheck // a duplicate of prior, never used
-		return prior.(*sql.Stmt), nil
-	}
-	return st, nil
+	return errors.Join(errs...)
 }
 
 // dollars turns ? and ?N placeholders into $N, outside quoted literals.
@@ -273,12 +295,7 @@ func (s *Store) Close() error {
 	if s.wal != nil {
 		werr = s.wal.close()
 	}
-	var rerr []error
-	s.reads.Range(func(_, st any) bool {
-		rerr = append(rerr, st.(*sql.Stmt).Close())
-		return true
-	})
-	return errors.Join(serr, werr, errors.Join(rerr...), s.read.Close(), s.write.Close())
+	return errors.Join(serr, werr, s.reads.close(), s.read.Close(), s.write.Close())
 }
 
 // Ping checks the read pool, which is what readiness depends on.
@@ -289,11 +306,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Head reads a topic's head; a topic never published to has head 0.
 func (s *Store) Head(ctx context.Context, tenant, topic string) (int64, error) {
 	var head int64
-	st, err := s.readStmt(ctx, `SELECT head FROM topics WHERE tenant = ? AND topic = ?`)
-	if err != nil {
-		return 0, err
-	}
-	err = st.QueryRowContext(ctx, tenant, topic).Scan(&head)
+	err := s.reads.head.QueryRowContext(ctx, tenant, topic).Scan(&head)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -313,15 +326,11 @@ type topicRow struct {
 // to has no row: the transaction is then nil, and so is the error.
 func (s *Store) readTopic(ctx context.Context, tenant, topic string) (*sql.Tx, topicRow, error) {
 	var t topicRow
-	st, err := s.readStmt(ctx, `SELECT id, head, trimmed FROM topics WHERE tenant = ? AND topic = ?`)
-	if err != nil {
-		return nil, t, err
-	}
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
 	if err != nil {
 		return nil, t, fmt.Errorf("begin read of %s/%s: %w", tenant, topic, err)
 	}
-	err = tx.StmtContext(ctx, st).QueryRowContext(ctx, tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
+	err = tx.StmtContext(ctx, s.reads.topic).QueryRowContext(ctx, tenant, topic).Scan(&t.id, &t.head, &t.trimmed)
 	if err != nil {
 		tx.Rollback() //nolint:errcheck // read-only: nothing to undo
 		if errors.Is(err, sql.ErrNoRows) {
@@ -352,11 +361,7 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 	// Rows at or below the trim point may still exist until they are
 	// purged; readers never see them.
 	from := max(after, p.Trimmed)
-	st, err := s.readStmt(ctx, `SELECT `+eventRowColumns+` FROM events WHERE topic_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
-	if err != nil {
-		return p, err
-	}
-	rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, id, from, limit)
+	rows, err := tx.StmtContext(ctx, s.reads.page).QueryContext(ctx, id, from, limit)
 	if err != nil {
 		return p, fmt.Errorf("read events of %s/%s after %d: %w", tenant, topic, after, err)
 	}
