@@ -69,14 +69,16 @@ func Mint(t Tenant, publish, subscribe []string, ttl time.Duration, now time.Tim
 // could otherwise sign itself a token that never expires.
 var ErrTooLong = fmt.Errorf("%w: the token lives longer than allowed", ErrUnauthorized)
 
-// Token checks raw for action on tenant/topic. The key is the signing
-// secret of the tenant the token names, so that a good token of another
-// tenant is told apart (forbidden) from a bad one (unauthorized). A token
-// whose exp is more than maxTTL (plus Leeway) ahead of now is refused
-// (maxTTL 0: no cap), and so is one whose claims are not what they seem
-// (strictClaims): an aud, when the token has one, must hold audience, or
-// the tenant's name if audience is empty.
-func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action Action, now time.Time, maxTTL time.Duration, audience string) error {
+// Grants checks raw as a token of tenant and returns its claims, whose
+// patterns a route that names no one topic (a tenant stream) matches
+// each topic against. The key is the signing secret of the tenant the
+// token names, so that a good token of another tenant is told apart
+// (ErrForbidden) from a bad one (unauthorized). A token whose exp is more
+// than maxTTL (plus Leeway) ahead of now is refused (maxTTL 0: no cap),
+// and so is one whose claims are not what they seem (strictClaims): an
+// aud, when the token has one, must hold audience, or the tenant's name
+// if audience is empty.
+func Grants(ctx context.Context, lookup Lookup, raw, tenant string, now time.Time, maxTTL time.Duration, audience string) (Claims, error) {
 	var c Claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(tok *jwt.Token) (any, error) {
 		claims, _ := tok.Claims.(*Claims)
@@ -91,25 +93,29 @@ func Token(ctx context.Context, lookup Lookup, raw, tenant, topic string, action
 	}, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
 		jwt.WithLeeway(Leeway), jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnauthorized, err)
+		return c, fmt.Errorf("%w: %v", ErrUnauthorized, err)
 	}
 	if audience == "" {
 		audience = tenant
 	}
 	if err := strictClaims(raw, c, audience); err != nil {
-		return err
+		return c, err
 	}
 	if maxTTL > 0 && c.ExpiresAt.After(now.Add(maxTTL+Leeway)) {
-		return ErrTooLong
+		return c, ErrTooLong
 	}
-	patterns := c.Subscribe
+	if c.Tenant != tenant {
+		return c, ErrForbidden
+	}
+	return c, nil
+}
+
+// Patterns are the topic patterns the claims grant for action.
+func (c *Claims) Patterns(action Action) []string {
 	if action == Publish {
-		patterns = c.Publish
+		return c.Publish
 	}
-	if c.Tenant != tenant || !MatchAny(patterns, topic) {
-		return ErrForbidden
-	}
-	return nil
+	return c.Subscribe
 }
 
 // TenantOf is the tenant a token claims, read without checking it, for a

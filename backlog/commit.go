@@ -101,10 +101,13 @@ type topicState struct {
 }
 
 // tenantState is what the commit knows of a tenant: its row (id 0 and
-// no generation for a dev-mode tenant that has none) and its usage.
+// no generation for a dev-mode tenant that has none), its usage, and its
+// order (plan 038): the order's key (0 until its usage row exists) and
+// the position of its newest event.
 type tenantState struct {
 	id, generation int64
 	bytes, topics  int64
+	orderKey, pos  int64
 	usageChanged   bool
 }
 
@@ -132,7 +135,7 @@ type statements struct {
 	deletedSince                                                    stmt
 	getTopic, newTopic, setTopic                                    stmt
 	upsertKey, deleteKey, keySize                                   stmt
-	getTenant, getUsage, setUsage                                   stmt
+	getTenant, getUsage, newUsage, setUsage                         stmt
 	// Durable Streams' (streams.go).
 	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
 	getProducer, putProducer, dropProducers                           stmt
@@ -146,9 +149,10 @@ type statementSQL struct {
 
 func (st *statements) list() []statementSQL {
 	return append(st.streamList(), []statementSQL{
-		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&st.insertSegment, `INSERT INTO events (topic_id, seq, n, type, time, key, op, data, raw, weight)
-			VALUES (?, ?, ?, '', ?, '', '', ?, ?, ?)`},
+		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw, tenant_key, pos)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insertSegment, `INSERT INTO events (topic_id, seq, n, type, time, key, op, data, raw, weight, tenant_key, pos)
+			VALUES (?, ?, ?, '', ?, '', '', ?, ?, ?, ?, ?)`},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
 		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
@@ -167,9 +171,10 @@ func (st *statements) list() []statementSQL {
 		{&st.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
 		{&st.keySize, `SELECT length(key) + length(data) FROM state WHERE topic_id = ? AND key = ?`},
 		{&st.getTenant, `SELECT id, generation FROM tenants WHERE name = ?`},
-		{&st.getUsage, `SELECT bytes, topics FROM usage WHERE tenant = ?`},
-		{&st.setUsage, `INSERT INTO usage (tenant, bytes, topics) VALUES (?, ?, ?)
-			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics`},
+		{&st.getUsage, `SELECT bytes, topics, id, pos FROM usage WHERE tenant = ?`},
+		{&st.newUsage, `INSERT INTO usage (tenant) VALUES (?) RETURNING id`},
+		{&st.setUsage, `INSERT INTO usage (tenant, bytes, topics, pos) VALUES (?, ?, ?, ?)
+			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics, pos = excluded.pos`},
 	}...)
 }
 
@@ -263,7 +268,7 @@ func (a *commitTx) writeBack(now time.Time) error {
 		if !t.usageChanged {
 			continue
 		}
-		if _, err := a.setUsage.ExecContext(a.ctx, name, t.bytes, t.topics); err != nil {
+		if _, err := a.setUsage.ExecContext(a.ctx, name, t.bytes, t.topics, t.pos); err != nil {
 			return fmt.Errorf("record usage of tenant %s: %w", name, err)
 		}
 	}
@@ -280,7 +285,7 @@ func (a *commitTx) tenant(name string) (*tenantState, error) {
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("look up tenant %s: %w", name, err)
 	}
-	err = a.getUsage.QueryRowContext(a.ctx, name).Scan(&t.bytes, &t.topics)
+	err = a.getUsage.QueryRowContext(a.ctx, name).Scan(&t.bytes, &t.topics, &t.orderKey, &t.pos)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read usage of tenant %s: %w", name, err)
 	}
@@ -305,6 +310,18 @@ func (a *commitTx) findTopic(tenant, topic string) (*topicState, error) {
 	}
 	a.topics[key] = t
 	return t, nil
+}
+
+// order makes the tenant's usage row, and so its order's key, if the
+// tenant has none yet: once per incarnation, at its first append.
+func (a *commitTx) order(name string, t *tenantState) error {
+	if t.orderKey != 0 {
+		return nil
+	}
+	if err := a.newUsage.QueryRowContext(a.ctx, name).Scan(&t.orderKey); err != nil {
+		return fmt.Errorf("start the order of tenant %s: %w", name, err)
+	}
+	return nil
 }
 
 func (a *commitTx) createTopic(tenant, topic string) (*topicState, error) {
@@ -492,6 +509,9 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	if err := a.quota(ten, t, added, delta); err != nil {
 		return Result{Err: err}, nil
 	}
+	if err := a.order(req.Tenant, ten); err != nil {
+		return Result{}, err
+	}
 	if t == nil {
 		if t, err = a.createTopic(req.Tenant, req.Topic); err != nil {
 			return Result{}, err
@@ -506,7 +526,8 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	nanos := now.UnixNano()
 	for _, e := range forked { // numbered as in the fork's source
 		t.head = e.Seq
-		e.Time = now
+		ten.pos++
+		e.Time, e.Pos = now, ten.pos
 		r.Events = append(r.Events, e)
 	}
 	if len(forked) > 0 {
@@ -514,13 +535,14 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	}
 	for _, e := range req.Events {
 		t.head++
-		e.Seq, e.Time = t.head, now
+		ten.pos++
+		e.Seq, e.Time, e.Pos = t.head, now, ten.pos
 		r.Events = append(r.Events, e)
 	}
 	// Forked events are numbered as in their source, the request's after
 	// them: each part is consecutive, and laid out apart.
-	if err := errors.Join(a.insertEvents(t.id, r.Events[:len(forked)], nanos),
-		a.insertEvents(t.id, r.Events[len(forked):], nanos)); err != nil {
+	if err := errors.Join(a.insertEvents(t.id, ten.orderKey, r.Events[:len(forked)], nanos),
+		a.insertEvents(t.id, ten.orderKey, r.Events[len(forked):], nanos)); err != nil {
 		return Result{}, fmt.Errorf("insert events %d..%d of %s/%s: %w", r.First, t.head, req.Tenant, req.Topic, err)
 	}
 	for i := range r.Events {
@@ -542,13 +564,15 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	return r, nil
 }
 
-// insertEvents writes events, numbered already and consecutive, as
-// layout (segment.go) lays them out in rows.
-func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64) error {
+// insertEvents writes events, numbered already and consecutive in their
+// topic and their tenant's order, as layout (segment.go) lays them out in
+// rows.
+func (a *commitTx) insertEvents(topicID, orderKey int64, events []event.Event, nanos int64) error {
 	return layout(events, func(run []event.Event) error {
 		last := &run[len(run)-1]
 		if len(run) == 1 {
-			_, err := a.insert.ExecContext(a.ctx, topicID, last.Seq, last.Type, nanos, last.Key, last.Op, []byte(last.Data), last.Raw)
+			_, err := a.insert.ExecContext(a.ctx, topicID, last.Seq, last.Type, nanos, last.Key, last.Op, []byte(last.Data), last.Raw,
+				orderKey, last.Pos)
 			return err
 		}
 		var weight int64
@@ -556,7 +580,7 @@ func (a *commitTx) insertEvents(topicID int64, events []event.Event, nanos int64
 			weight += eventBytes(&run[i])
 		}
 		a.segment = encodeSegment(a.segment[:0], run)
-		_, err := a.insertSegment.ExecContext(a.ctx, topicID, last.Seq, len(run), nanos, a.segment, false, weight)
+		_, err := a.insertSegment.ExecContext(a.ctx, topicID, last.Seq, len(run), nanos, a.segment, false, weight, orderKey, last.Pos)
 		return err
 	})
 }

@@ -80,7 +80,7 @@ func (st *statements) pgTouches() map[*stmt]pgTouch {
 	w := func(table string, key int) pgTouch { return pgTouch{table: table, key: key, write: true} }
 	return map[*stmt]pgTouch{
 		&st.getTenant: r("tenants", 1),
-		&st.getUsage:  r("usage", 1), &st.setUsage: w("usage", 1),
+		&st.getUsage:  r("usage", 1), &st.newUsage: w("usage", 1), &st.setUsage: w("usage", 1),
 		&st.getTopic: r("topics", 2), &st.newTopic: w("topics", 2),
 		&st.setTopic: w("topics", 0), &st.trimAll: w("topics", 0), &st.setTrimmed: w("topics", 0),
 		&st.getIdem: r("idempotency", 2), &st.putIdem: w("idempotency", 2),

@@ -19,15 +19,18 @@ const topicChunk = 500
 // keyChunk is how many expired keys one transaction deletes at most.
 const keyChunk = 5000
 
-// The listings and the count trim are constants so that tests can check
+// trimmedPosSQL is trimmedPosSQLOf for the trim point to.
+func trimmedPosSQL(to string) string { return fmt.Sprintf(trimmedPosSQLOf, to) }
+
+// The listings and the count trim are named so that tests can check
 // their query plans: each must be a SEARCH of its index, never a SCAN of
 // topics, so that idle topics cost nothing.
-const (
+var (
 	// trimByCountSQL moves the trim point of the topics over the limit
 	// (?1) and sets oldest to the time of the first event kept (that of
 	// the row holding it: a segment's events share their commit's). It finds
 	// them through the expression index topics_over (head - trimmed).
-	trimByCountSQL = `UPDATE topics SET trimmed = head - ?1,
+	trimByCountSQL = `UPDATE topics SET trimmed = head - ?1, trimmed_pos = ` + trimmedPosSQL("head - ?1") + `,
 		oldest = (SELECT e.time FROM events e WHERE e.topic_id = topics.id AND e.seq >= topics.head - ?1 + 1
 			ORDER BY e.seq LIMIT 1)
 		WHERE head - trimmed > ?1`
@@ -38,6 +41,13 @@ const (
 	// id ?1, through the partial index topics_to_purge, which SQLite's
 	// planner must be told to use; Postgres finds it by itself.
 	listToPurgeSQL = `SELECT id FROM topics INDEXED BY topics_to_purge WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`
+	// trimmedPosSQL is what a topic's trimmed_pos becomes when its trim
+	// point moves to the sequence number to (an expression of the
+	// topics row being updated; more than 0): the tenant position of
+	// event to, taken from the row that holds it (keyed by its last
+	// event), or, with that row purged already, what it was.
+	trimmedPosSQLOf = `coalesce((SELECT e.pos - (e.seq - (%[1]s)) FROM events e
+		WHERE e.topic_id = topics.id AND e.seq >= (%[1]s) AND e.seq - e.n < (%[1]s) ORDER BY e.seq LIMIT 1), trimmed_pos)`
 	// eventBytesSQL is what an event row weighs in usage.bytes; the commit
 	// adds the same measure.
 	eventBytesSQL = `CAST(coalesce(sum(coalesce(weight, length(data) + length(type) + length(key))), 0) AS BIGINT)`
@@ -133,7 +143,8 @@ func (s *Store) trimAgedIn(ctx context.Context, tx *sql.Tx, ids []int64, cutoff 
 			return 0, fmt.Errorf("find young events of topic %d: %w", id, err)
 		}
 		to = max(trimmed, min(to, head))
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE topics SET trimmed = ?, oldest = ? WHERE id = ?`), to, next, id); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE topics SET trimmed = ?1, trimmed_pos = `+trimmedPosSQL("?1")+`, oldest = ?2
+			WHERE id = ?3`), to, next, id); err != nil {
 			return 0, fmt.Errorf("trim topic %d by age: %w", id, err)
 		}
 		if to > trimmed {

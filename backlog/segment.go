@@ -147,16 +147,38 @@ func (r *segmentReader) field() ([]byte, error) {
 // eventRow is one events row as a reader scans it.
 type eventRow struct {
 	seq, n, nanos int64
+	pos           int64 // of the row's last event, 0 for none
 	typ, key, op  string
 	data          sql.RawBytes // valid until the next row is scanned
 	raw           bool
 }
 
 // eventRowColumns are the columns of eventRow, in scan order.
-const eventRowColumns = `seq, n, type, time, key, op, data, raw`
+var eventRowColumns = eventColumns("")
+
+// eventColumns are the columns of eventRow, in scan order, of the events
+// table as a query names it (prefix "e." for "events e").
+func eventColumns(prefix string) string {
+	cols := ""
+	for i, c := range []string{"seq", "n", "type", "time", "key", "op", "data", "raw"} {
+		if i > 0 {
+			cols += ", "
+		}
+		cols += prefix + c
+	}
+	return cols + ", coalesce(" + prefix + "pos, 0)"
+}
 
 func (r *eventRow) scanArgs() []any {
-	return []any{&r.seq, &r.n, &r.typ, &r.nanos, &r.key, &r.op, &r.data, &r.raw}
+	return []any{&r.seq, &r.n, &r.typ, &r.nanos, &r.key, &r.op, &r.data, &r.raw, &r.pos}
+}
+
+// posOf is the tenant position of the row's event seq.
+func (r *eventRow) posOf(seq int64) int64 {
+	if r.pos == 0 {
+		return 0
+	}
+	return r.pos - (r.seq - seq)
 }
 
 // each calls fn with the row's events after after, in order, until fn
@@ -165,7 +187,7 @@ func (r *eventRow) each(after int64, fn func(e event.Event) bool) error {
 	t := time.Unix(0, r.nanos).UTC()
 	if r.n <= 1 {
 		if r.seq > after {
-			fn(event.Event{Seq: r.seq, Type: r.typ, Time: t, Key: r.key, Op: r.op, Data: []byte(r.data), Raw: r.raw})
+			fn(event.Event{Seq: r.seq, Type: r.typ, Time: t, Key: r.key, Op: r.op, Data: []byte(r.data), Raw: r.raw, Pos: r.pos})
 		}
 		return nil
 	}
@@ -178,6 +200,7 @@ func (r *eventRow) each(after int64, fn func(e event.Event) bool) error {
 			}
 			return err
 		}
+		e.Pos = r.posOf(e.Seq)
 		if e.Seq > after && !fn(e) {
 			return nil
 		}

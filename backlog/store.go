@@ -392,3 +392,165 @@ func (s *Store) Read(ctx context.Context, tenant, topic string, after int64, lim
 	}
 	return p, nil
 }
+
+// TenantPage is a read of a tenant's order after a position (plan 038).
+// Head is the tenant's newest position; Next is how far the read got, the
+// position to read after next: past the events the filter left out, and
+// at Head once nothing is left. Gaps are the topics whose trimmed events
+// include one after the read's position and at or before Next: what
+// retention removed that the reader was owed.
+type TenantPage struct {
+	Events []event.OfTenant
+	Gaps   []TopicGap
+	Head   int64
+	Next   int64
+
+	gapAt int64 // the position of the last of Gaps
+}
+
+// TopicGap says retention removed a topic's events up to sequence To.
+type TopicGap struct {
+	Topic string
+	To    int64
+}
+
+const (
+	// tenantScanMax bounds the events one tenant read looks at, matching
+	// or not, so that a selector that matches little costs a bounded read.
+	tenantScanMax = 100_000
+	// tenantGapsMax bounds the gaps of one tenant read: a gap names its
+	// topic, so a page of them is at most about 1 MiB.
+	tenantGapsMax = 1000
+)
+
+// ReadTenant returns the events of the tenant's order after a position,
+// in position order, whose topic match accepts (asked once per topic),
+// with the page bounds of Read: at most limit events, and none that would
+// take the data past maxBytes unless the page is empty; and at most
+// tenantGapsMax gaps, Next cut short to the last one's position if there
+// are more.
+// Events at or below their topic's trim point are left out. Everything
+// comes from one read transaction, and only what is durable.
+func (s *Store) ReadTenant(ctx context.Context, tenant string, after int64, match func(topic string) bool, limit, maxBytes int) (TenantPage, error) {
+	p := TenantPage{Next: after}
+	tx, err := s.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return p, fmt.Errorf("begin read of tenant %s: %w", tenant, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+	var orderKey int64
+	err = tx.QueryRowContext(ctx, s.q(`SELECT id, pos FROM usage WHERE tenant = ?`), tenant).Scan(&orderKey, &p.Head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("read the order of tenant %s: %w", tenant, err)
+	}
+	if err := s.seen(ctx); err != nil {
+		return p, err
+	}
+	matches := map[string]bool{}
+	matching := func(topic string) bool {
+		m, ok := matches[topic]
+		if !ok {
+			m = match(topic)
+			matches[topic] = m
+		}
+		return m
+	}
+	if err := s.readOrder(ctx, tx, orderKey, after, matching, limit, maxBytes, &p); err != nil {
+		return p, fmt.Errorf("read the order of tenant %s after %d: %w", tenant, after, err)
+	}
+	if err := s.readGaps(ctx, tx, tenant, after, matching, &p); err != nil {
+		return p, fmt.Errorf("read the gaps of tenant %s after %d: %w", tenant, after, err)
+	}
+	return p, nil
+}
+
+// readOrder is ReadTenant's read of events.
+func (s *Store) readOrder(ctx context.Context, tx *sql.Tx, orderKey, after int64, match func(string) bool, limit, maxBytes int, p *TenantPage) error {
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT t.topic, t.trimmed, `+eventColumns("e.")+`
+		FROM events e JOIN topics t ON t.id = e.topic_id
+		WHERE e.tenant_key = ? AND e.pos > ? ORDER BY e.pos`), orderKey, after)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		row           eventRow
+		topic         string
+		trimmed       int64
+		size, scanned int
+		stopped       bool
+	)
+	args := append([]any{&topic, &trimmed}, row.scanArgs()...)
+	for !stopped && rows.Next() {
+		if err := rows.Scan(args...); err != nil {
+			return err
+		}
+		wanted := match(topic)
+		err := row.each(0, func(e event.Event) bool {
+			switch {
+			case e.Pos <= after:
+				return true
+			case scanned == tenantScanMax:
+				stopped = true
+				return false
+			case !wanted || e.Seq <= trimmed:
+			case len(p.Events) == limit || len(p.Events) > 0 && size+len(e.Data) > maxBytes:
+				stopped = true
+				return false
+			default:
+				size += len(e.Data)
+				e.Data = bytes.Clone(e.Data) // the row's bytes are the driver's
+				p.Events = append(p.Events, event.OfTenant{Topic: topic, Event: e})
+			}
+			scanned++
+			p.Next = e.Pos
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("event %d of %s: %w", row.seq, topic, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !stopped {
+		p.Next = p.Head // nothing is left: rows purged or never there
+	}
+	return nil
+}
+
+// readGaps is ReadTenant's read of the gaps owed between the read's
+// position and where it got.
+func (s *Store) readGaps(ctx context.Context, tx *sql.Tx, tenant string, after int64, match func(string) bool, p *TenantPage) error {
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT topic, trimmed, trimmed_pos FROM topics
+		WHERE tenant = ? AND trimmed_pos > ? AND trimmed_pos <= ? ORDER BY trimmed_pos`), tenant, after, p.Next)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g TopicGap
+		var at int64
+		if err := rows.Scan(&g.Topic, &g.To, &at); err != nil {
+			return err
+		}
+		if !match(g.Topic) {
+			continue
+		}
+		if len(p.Gaps) == tenantGapsMax {
+			// More gaps than a page holds: the page ends at the last one
+			// it has, and so do its events.
+			p.Next = p.gapAt
+			for len(p.Events) > 0 && p.Events[len(p.Events)-1].Pos > p.Next {
+				p.Events = p.Events[:len(p.Events)-1]
+			}
+			break
+		}
+		p.Gaps = append(p.Gaps, g)
+		p.gapAt = at
+	}
+	return rows.Err()
+}

@@ -160,9 +160,9 @@ func (st *statements) streamList() []statementSQL {
 		{&st.putProducer, `INSERT INTO producers (topic_id, producer, epoch, seq) VALUES (?, ?, ?, ?)
 			ON CONFLICT (topic_id, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq`},
 		{&st.dropProducers, `DELETE FROM producers WHERE topic_id = ?`},
-		{&st.trimAll, `UPDATE topics SET trimmed = head, oldest = NULL, state_bytes = 0 WHERE id = ?`},
+		{&st.trimAll, `UPDATE topics SET trimmed = head, trimmed_pos = ` + trimmedPosSQL("head") + `, oldest = NULL, state_bytes = 0 WHERE id = ?`},
 		{&st.dropState, `DELETE FROM state WHERE topic_id = ?`},
-		{&st.setTrimmed, `UPDATE topics SET trimmed = ? WHERE id = ?`},
+		{&st.setTrimmed, `UPDATE topics SET trimmed = ?1, trimmed_pos = ` + trimmedPosSQL("?1") + ` WHERE id = ?2`},
 		// The rows holding events after ?2 up to ?3: a segment's first
 		// event is seq - n + 1.
 		{&st.forkEvents, `SELECT ` + eventRowColumns + ` FROM events WHERE topic_id = ? AND seq > ? AND seq - n < ? ORDER BY seq`},

@@ -32,6 +32,10 @@ type Event struct {
 	// Raw says Data holds bytes as a Durable Streams append sent them, not
 	// JSON: the envelope carries them in base64, with "encoding":"base64".
 	Raw bool
+	// Pos is the event's position in its tenant's order (0 where it is
+	// not known): tenant streams and reads carry it, a topic's envelope
+	// does not.
+	Pos int64
 }
 
 // AppendEnvelope appends the event's envelope, the one JSON shape that both
@@ -39,7 +43,12 @@ type Event struct {
 // on the fan-out and catch-up paths and its field order is part of the
 // contract's examples.
 func (e *Event) AppendEnvelope(b []byte) []byte {
-	b = append(b, `{"seq":`...)
+	return e.appendFields(append(b, '{'))
+}
+
+// appendFields appends the envelope after its opening brace.
+func (e *Event) appendFields(b []byte) []byte {
+	b = append(b, `"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"type":`...)
 	b = strconv.AppendQuote(b, e.Type) // types are plain ASCII by the name rules
@@ -67,6 +76,44 @@ func (e *Event) AppendEnvelope(b []byte) []byte {
 // carry the same bytes for the same event.
 func (e *Event) MarshalJSON() ([]byte, error) {
 	return e.AppendEnvelope(nil), nil
+}
+
+// OfTenant is an event as a tenant's order carries it (tenant streams and
+// reads): with its topic, and its envelope with "topic" and "pos" besides
+// the topic envelope's fields.
+type OfTenant struct {
+	Topic string
+	Event
+}
+
+// AppendEnvelope appends the tenant envelope,
+// {"topic":T,"pos":P,"seq":S,...}, to b.
+func (e *OfTenant) AppendEnvelope(b []byte) []byte {
+	b = append(b, `{"topic":`...)
+	b = AppendJSONString(b, e.Topic)
+	b = append(b, `,"pos":`...)
+	b = strconv.AppendInt(b, e.Pos, 10)
+	return e.appendFields(append(b, ','))
+}
+
+// MarshalJSON gives the tenant envelope.
+func (e *OfTenant) MarshalJSON() ([]byte, error) {
+	return e.AppendEnvelope(nil), nil
+}
+
+// AppendJSONString appends s as a JSON string. Names of printable ASCII
+// (all of v2's, most of v3's) take the fast path; any other is encoded as
+// encoding/json does, valid JSON whatever its characters.
+func AppendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // EnvelopeOverhead is more than an envelope adds to its event's data, type

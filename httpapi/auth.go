@@ -79,8 +79,21 @@ func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Ac
 // name). A tenant that does not exist has no secret to check against:
 // 401, like a bad token.
 func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, *refusal.Error) {
+	t, patterns, aerr := s.grants(r, tenant, topic, action)
+	if aerr == nil && !auth.MatchAny(patterns, topic) {
+		aerr = s.refuseCredentials(r, tenant, topic, "token", auth.ErrForbidden)
+	}
+	return t, aerr
+}
+
+// grants checks a token of tenant and returns the tenant as the check saw
+// it and the topic patterns the token grants for action (dev mode: every
+// topic); topic is the request's, for the log ("" for a route of several
+// topics). A tenant that does not exist has no secret to check against:
+// 401, like a bad token.
+func (s *Server) grants(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, []string, *refusal.Error) {
 	if s.cfg.Dev {
-		return auth.Tenant{Name: tenant}, nil
+		return auth.Tenant{Name: tenant}, everyTopic, nil
 	}
 	raw, via := token(r), "token"
 	if raw == "" {
@@ -88,10 +101,10 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 	}
 	t, aerr := s.tenant(r, tenant, topic, via)
 	if aerr != nil {
-		return t, aerr
+		return t, nil, aerr
 	}
 	if raw == "" {
-		return t, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
+		return t, nil, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
@@ -101,11 +114,15 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 		}
 		return s.deps.Tenants.Tenant(ctx, name)
 	}
-	if err := auth.Token(r.Context(), lookup, raw, tenant, topic, action, time.Now(), s.cfg.MaxTokenTTL, s.cfg.TokenAudience); err != nil {
-		return t, s.refuseCredentials(r, tenant, topic, "token", err)
+	c, err := auth.Grants(r.Context(), lookup, raw, tenant, time.Now(), s.cfg.MaxTokenTTL, s.cfg.TokenAudience)
+	if err != nil {
+		return t, nil, s.refuseCredentials(r, tenant, topic, "token", err)
 	}
-	return t, nil
+	return t, c.Patterns(action), nil
 }
+
+// everyTopic is what dev mode grants.
+var everyTopic = []string{"*"}
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
 // signature, which covers the body: it reads the body (within the limit)
