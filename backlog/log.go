@@ -92,6 +92,9 @@ type Log interface {
 	// only an empty page, or a page that reaches the head, says there is
 	// no more.
 	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
+	// ReadTenant reads the tenant's order after a position, the events of
+	// the topics match selects, with the gaps owed (Store.ReadTenant).
+	ReadTenant(ctx context.Context, tenant string, after int64, match func(topic string) bool, limit, maxBytes int) (TenantPage, error)
 	// State writes the topic's state to w as the state answer's body and
 	// the snapshot frame's data, {"seq":S,"state":{"<key>":<data>,...}},
 	// and returns S, the head it folds, read in one transaction with the

@@ -41,23 +41,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tenant, topic st
 	if s.refuseRead(w, page.Try(taken), "events", tenant, topic) {
 		return
 	}
-	q := r.URL.Query()
-	after, limit := int64(0), defaultLimit
-	if v, ok := q["after"]; ok {
-		n, valid := parsePosition(v[0])
-		if !valid {
-			writeError(w, refusal.New(refusal.InvalidPosition, badAfter))
-			return
-		}
-		after = n
-	}
-	if v, ok := q["limit"]; ok {
-		n, valid := parseLimit(v[0])
-		if !valid {
-			writeError(w, refusal.New(refusal.InvalidPosition, "limit must be a positive integer"))
-			return
-		}
-		limit = n
+	after, limit, aerr := readParams(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	got, err := s.deps.Log.Read(r.Context(), tenant, topic, after, limit, answerBytes)
 	if s.refuseRead(w, err, "events", tenant, topic) {
@@ -119,6 +106,27 @@ func writeReadAnswer(w io.Writer, page backlog.Page, after int64) error {
 	}
 	_, err := w.Write(append(b, '}'))
 	return err
+}
+
+// readParams reads a read's after= and limit=, the same on every read.
+func readParams(r *http.Request) (after int64, limit int, aerr *refusal.Error) {
+	q := r.URL.Query()
+	limit = defaultLimit
+	if v, ok := q["after"]; ok {
+		n, valid := parsePosition(v[0])
+		if !valid {
+			return 0, 0, refusal.New(refusal.InvalidPosition, badAfter)
+		}
+		after = n
+	}
+	if v, ok := q["limit"]; ok {
+		n, valid := parseLimit(v[0])
+		if !valid {
+			return 0, 0, refusal.New(refusal.InvalidPosition, "limit must be a positive integer")
+		}
+		limit = n
+	}
+	return after, limit, nil
 }
 
 // parseLimit reads a positive decimal integer and caps it at maxLimit,

@@ -176,6 +176,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, topicPath+"/watch", s.topicRoute(queryToken(s.watch)))
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
 	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
+	route(http.MethodGet, "/v1/tenants/:tenant/events", s.tenantRoute(s.tenantEvents))
 	const adminPath = "/v1/admin/tenants/:tenant"
 	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
 	route(http.MethodGet, adminPath, s.adminRoute(s.getTenant))

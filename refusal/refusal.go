@@ -26,6 +26,9 @@ const (
 	InvalidOp             Code = "invalid_op"
 	InvalidTTL            Code = "invalid_ttl"
 	InvalidIdempotencyKey Code = "invalid_idempotency_key"
+	// InvalidSelector is a tenant stream's or read's selectors: too many,
+	// too long, or empty.
+	InvalidSelector Code = "invalid_selector"
 	// InvalidBody is a publish body that could not be read whole (it
 	// came too slowly or the connection failed), which is not a JSON
 	// error: nothing was there to parse.
@@ -64,7 +67,7 @@ const Unknown Code = "unknown"
 func (c Code) Status() int {
 	switch c {
 	case InvalidName, InvalidType, InvalidJSON, InvalidPosition, InvalidOp,
-		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader:
+		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader, InvalidSelector:
 		return http.StatusBadRequest
 	case Conflict:
 		return http.StatusConflict

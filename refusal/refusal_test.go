@@ -11,7 +11,7 @@ import (
 func TestStatusOfEveryCode(t *testing.T) {
 	for code, want := range map[Code]int{
 		InvalidName: 400, InvalidType: 400, InvalidJSON: 400, InvalidPosition: 400,
-		InvalidOp: 400, InvalidTTL: 400, InvalidIdempotencyKey: 400, InvalidBody: 400,
+		InvalidOp: 400, InvalidTTL: 400, InvalidIdempotencyKey: 400, InvalidBody: 400, InvalidSelector: 400,
 		Unauthorized: 401, Forbidden: 403, UnknownTenant: 404, NotFound: 404,
 		MethodNotAllowed: 405, TooLarge: 413, IdempotencyKeyReused: 422,
 		TooManyStreams: 429, RateLimited: 429, Overloaded: 429, QuotaExceeded: 429,

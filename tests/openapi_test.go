@@ -374,6 +374,12 @@ func (a *api) devServer(t *testing.T) {
 		{method: "GET", path: topicPath("acme", "one", "events") + "?after=x", status: 400, code: refusal.InvalidPosition, refused: true},
 		{method: "GET", path: topicPath("acme", "one", "events") + "?limit=0", status: 400, code: refusal.InvalidPosition, refused: true},
 		{method: "GET", path: topicPath("acme", "o/ne", "events"), status: 404, code: refusal.NotFound, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/events?after=0", status: 200},
+		{method: "GET", path: "/v1/tenants/acme/events?topic=one&pattern=b*&limit=1", status: 200},
+		{method: "GET", path: "/v1/tenants/acme/events?pattern=", status: 400, code: refusal.InvalidSelector},
+		{method: "GET", path: "/v1/tenants/acme/events?topic=" + strings.Repeat("x", 1025), status: 400, code: refusal.InvalidSelector},
+		{method: "GET", path: "/v1/tenants/acme/events?after=-1", status: 400, code: refusal.InvalidPosition, refused: true},
+		{method: "GET", path: "/v1/tenants/.acme/events", status: 400, code: refusal.InvalidName, refused: true},
 		{method: "GET", path: topicPath("acme", "~one", "state"), status: 200},
 		{method: "GET", path: topicPath("acme", "kv", "state"), status: 200},
 		{method: "GET", path: topicPath("acme", ".kv", "state"), status: 400, code: refusal.InvalidName, refused: true},
@@ -588,6 +594,14 @@ func (a *api) adminServer(t *testing.T) {
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":1}`, status: 201})
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":2}`, status: 201})
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "events") + "?after=0", header: bearer, status: 200})
+	for _, c := range []call{
+		{path: "/v1/tenants/acme/events?pattern=*", header: bearer, status: 200},
+		{path: "/v1/tenants/acme/events", status: 401, code: refusal.Unauthorized},
+		{path: "/v1/tenants/acme/events?topic=refunds", header: bearer, status: 403, code: refusal.Forbidden},
+	} {
+		c.method = "GET"
+		a.do(t, b, c)
+	}
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state"), header: bearer, status: 200})
 	s := a.watchStream(t, b, call{path: topicPath("acme", "orders", "watch") + "?after=1&access_token=" + tok.Token})
 	a.frames(t, s, "message")
@@ -662,6 +676,7 @@ func (a *api) readBudgetServer(t *testing.T) {
 	p.rawWatch(t, "big", "?snapshot=1", 4096) // answered: the snapshot's bytes are held until it is written
 	for _, c := range []call{
 		{method: "GET", path: topicPath("acme", "big", "events"), status: 429, code: refusal.Overloaded},
+		{method: "GET", path: "/v1/tenants/acme/events", status: 429, code: refusal.Overloaded},
 		{method: "GET", path: topicPath("acme", "big", "state"), status: 429, code: refusal.Overloaded},
 		{method: "GET", path: topicPath("acme", "big", "watch") + "?snapshot=1", status: 429, code: refusal.Overloaded},
 	} {

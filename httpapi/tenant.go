@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/selector"
+	"github.com/edgehub/edgehub/spool"
+)
+
+// tenantHandler serves a route of a tenant's topics taken together.
+type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string)
+
+// tenantRoute checks the tenant's name, then hands the request to h.
+func (s *Server) tenantRoute(h tenantHandler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		tenant := p.ByName("tenant")
+		if !names.Valid(tenant) {
+			writeError(w, refusal.New(refusal.InvalidName,
+				"tenant must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
+			return
+		}
+		h(w, r, tenant)
+	}
+}
+
+// selectors reads a tenant route's topic= and pattern= selectors, narrowed
+// by the token's grants.
+func selectors(r *http.Request, grants []string) (*selector.Set, *refusal.Error) {
+	q := r.URL.Query()
+	return selector.Parse(q["topic"], q["pattern"], grants)
+}
+
+// tenantEvents is the polling read of a tenant's order: the envelopes of
+// its selected topics after a position, with the gaps owed, under the
+// same budget and paging as a topic's read.
+func (s *Server) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string) {
+	_, grants, aerr := s.grants(r, tenant, "", auth.Subscribe)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	page := s.deps.ReadBudget.Hold(tenant)
+	defer page.Release()
+	taken := int64(answerBytes + tenantEnvelopeOverhead*(maxLimit+1) + spool.PieceBytes)
+	if s.refuseRead(w, page.Try(taken), "events", tenant, "") {
+		return
+	}
+	after, limit, aerr := readParams(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	sel, aerr := selectors(r, grants)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	got, err := s.deps.Log.ReadTenant(r.Context(), tenant, after, sel.Match, limit, answerBytes)
+	if s.refuseRead(w, err, "events", tenant, "") {
+		return
+	}
+	size := tenantPageBytes(&got)
+	if size > taken && s.refuseRead(w, page.Try(size-taken), "events", tenant, "") {
+		return
+	}
+	a := s.newAnswer(tenant, page, true)
+	defer a.close()
+	err = a.Expect(size)
+	if err == nil {
+		err = writeTenantAnswer(a, got)
+	}
+	if err == nil {
+		err = a.Done()
+	}
+	if s.refuseRead(w, err, "events", tenant, "") {
+		return
+	}
+	page.Keep(a.Memory())
+	s.write(w, a)
+}
+
+// tenantEnvelopeOverhead is what a tenant envelope adds to a topic's,
+// besides its topic's name: the field names and the position.
+const tenantEnvelopeOverhead = event.EnvelopeOverhead + 40
+
+// tenantPageBytes is what the answer of a tenant page takes, at most.
+func tenantPageBytes(p *backlog.TenantPage) int64 {
+	n := int64(tenantEnvelopeOverhead)
+	for i := range p.Events {
+		n += int64(event.EnvelopeBytes(&p.Events[i].Event) + 40 + 6*len(p.Events[i].Topic))
+	}
+	for _, g := range p.Gaps {
+		n += int64(40 + 6*len(g.Topic))
+	}
+	return n
+}
+
+// writeTenantAnswer writes
+// {"events":[...],"head":H,"next_after":N,"gaps":[{"topic":T,"to":B},...]}
+// to w, gaps only when some are owed, dropping each event once encoded.
+func writeTenantAnswer(w io.Writer, page backlog.TenantPage) error {
+	b := append(make([]byte, 0, 4<<10), `{"events":[`...)
+	for i := range page.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = page.Events[i].AppendEnvelope(b)
+		page.Events[i] = event.OfTenant{}
+		if len(b) >= 4<<10 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	b = append(b, `],"head":`...)
+	b = strconv.AppendInt(b, page.Head, 10)
+	b = append(b, `,"next_after":`...)
+	b = strconv.AppendInt(b, page.Next, 10)
+	if len(page.Gaps) > 0 {
+		b = append(b, `,"gaps":[`...)
+		for i, g := range page.Gaps {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"topic":`...)
+			b = event.AppendJSONString(b, g.Topic)
+			b = append(b, `,"to":`...)
+			b = strconv.AppendInt(b, g.To, 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	_, err := w.Write(append(b, '}'))
+	return err
+}

@@ -1,0 +1,62 @@
+// Package selector is what a stream or a read of several topics asks for
+// (plan 038): exact topics and '*' patterns, as the query parameters
+// topic= and pattern= give them, each bounded, and the one test of
+// whether a topic is selected, which the token's grants narrow.
+package selector
+
+import (
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
+)
+
+// The contract's bounds on a request's selectors.
+const (
+	MaxSelectors = 100
+	MaxBytes     = 1024
+)
+
+// Set is a request's selectors and its token's grants.
+type Set struct {
+	exact    map[string]bool
+	patterns []string
+	grants   []string
+}
+
+// Parse reads the topic and pattern selectors; none at all selects every
+// topic. grants are the token's patterns for the action; an exact topic
+// they do not cover is refused (403 forbidden), while a pattern simply
+// selects only the covered topics.
+func Parse(topics, patterns, grants []string) (*Set, *refusal.Error) {
+	if n := len(topics) + len(patterns); n > MaxSelectors {
+		return nil, refusal.New(refusal.InvalidSelector, "%d selectors: at most %d", n, MaxSelectors)
+	}
+	for _, v := range append(topics[:len(topics):len(topics)], patterns...) {
+		if len(v) == 0 || len(v) > MaxBytes {
+			return nil, refusal.New(refusal.InvalidSelector, "a selector is 1 to %d bytes", MaxBytes)
+		}
+	}
+	s := &Set{exact: make(map[string]bool, len(topics)), patterns: patterns, grants: grants}
+	for _, t := range topics {
+		if !names.Valid(t) {
+			return nil, refusal.New(refusal.InvalidName, "topic selector %q is not a topic name", t)
+		}
+		if !auth.MatchAny(grants, t) {
+			return nil, refusal.New(refusal.Forbidden, "the credentials do not cover topic %q", t)
+		}
+		s.exact[t] = true
+	}
+	if len(topics) == 0 && len(patterns) == 0 {
+		s.patterns = []string{"*"}
+	}
+	return s, nil
+}
+
+// Match says whether topic is selected: named exactly, or matched by a
+// pattern and covered by the grants.
+func (s *Set) Match(topic string) bool {
+	if s.exact[topic] {
+		return true
+	}
+	return auth.MatchAny(s.patterns, topic) && auth.MatchAny(s.grants, topic)
+}
