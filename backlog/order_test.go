@@ -344,3 +344,74 @@ func TestManyGapsArePaged(t *testing.T) {
 		}
 	}
 }
+
+// The topic list gives the tenant's topics in byte order of their names,
+// after a name, those the filter accepts, with heads and first retained
+// sequence numbers, in pages that lose and repeat nothing.
+func TestTopicsAreListedInNameOrder(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	mustPublish(t, l, one("acme", "b"), one("acme", "a"), one("acme", "B"), one("other", "a"),
+		&Publish{Tenant: "acme", Topic: "c", Events: events(3), Batch: true})
+	if _, err := l.TrimByCount(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	list := func(after string, match func(string) bool, limit int) string {
+		ts, next, _, err := l.Topics(ctx, "acme", after, match, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range ts {
+			out = append(out, fmt.Sprintf("%s:%d/%d", x.Topic, x.First, x.Head))
+		}
+		return strings.Join(out, " ") + " next=" + next
+	}
+	for _, c := range []struct {
+		after string
+		match func(string) bool
+		limit int
+		want  string
+	}{
+		{"", matchAll, 10, "B:1/1 a:1/1 b:1/1 c:3/3 next=c"},
+		{"", matchAll, 2, "B:1/1 a:1/1 next=a"},
+		{"a", matchAll, 2, "b:1/1 c:3/3 next=c"},
+		{"c", matchAll, 2, " next=c"},
+		{"", func(t string) bool { return t != "a" && t != "B" }, 1, "b:1/1 next=b"},
+	} {
+		if got := list(c.after, c.match, c.limit); got != c.want {
+			t.Errorf("after %q limit %d: %q, want %q", c.after, c.limit, got, c.want)
+		}
+	}
+}
+
+// A listing looks at no more than topicsScanMax topics: a filter that
+// accepts none of them ends the page empty, with next the last name
+// looked at, from which the next page goes on and finds the rest.
+func TestAListingStopsAtItsScanCap(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	const n = topicsScanMax + 5
+	for from := 0; from < n; from += 10_000 {
+		var reqs []*Publish
+		for i := from; i < min(from+10_000, n); i++ {
+			reqs = append(reqs, one("acme", fmt.Sprintf("t%06d", i)))
+		}
+		mustPublish(t, l, reqs...)
+	}
+	tail := func(topic string) bool { return topic > fmt.Sprintf("t%06d", topicsScanMax) }
+	ts, next, complete, err := l.Topics(ctx, "acme", "", tail, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 0 || complete || next != fmt.Sprintf("t%06d", topicsScanMax-1) {
+		t.Fatalf("first page: %d topics, next %q, complete %v", len(ts), next, complete)
+	}
+	ts, next, complete, err = l.Topics(ctx, "acme", next, tail, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 4 || !complete || next != fmt.Sprintf("t%06d", n-1) {
+		t.Fatalf("second page: %d topics, next %q, complete %v", len(ts), next, complete)
+	}
+}

@@ -554,3 +554,88 @@ func (s *Store) readGaps(ctx context.Context, tx *sql.Tx, tenant string, after i
 	}
 	return rows.Err()
 }
+
+// TopicInfo is a topic as the topic list shows it: its head, and First,
+// its oldest retained sequence number (0 when none is retained).
+type TopicInfo struct {
+	Topic       string
+	Head, First int64
+}
+
+// topicsScanMax bounds the topics one listing looks at, matching or not.
+const topicsScanMax = 100_000
+
+// Topics lists the tenant's topics after the name after, in byte order of
+// their names, that match accepts, at most limit of them, and next, the
+// name to list after next: the last one listed, or, when the listing
+// looked at topicsScanMax topics without filling the page, the last it
+// looked at; and whether it listed every topic after after (complete).
+// Heads are durable ones.
+func (s *Store) Topics(ctx context.Context, tenant, after string, match func(topic string) bool, limit int) (topics []TopicInfo, next string, complete bool, err error) {
+	tx, err := s.read.BeginTx(ctx, s.d.readTx)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("begin listing of tenant %s: %w", tenant, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to undo
+	const chunk = 1000
+	scanned, seen := after, 0
+	for len(topics) < limit && seen < topicsScanMax {
+		ask := min(chunk, topicsScanMax-seen)
+		n, err := s.topicsChunk(ctx, tx, tenant, scanned, ask, func(t TopicInfo) bool {
+			scanned = t.Topic
+			if match(t.Topic) {
+				topics = append(topics, t)
+			}
+			return len(topics) < limit
+		})
+		if err != nil {
+			return nil, "", false, fmt.Errorf("list topics of tenant %s: %w", tenant, err)
+		}
+		seen += n
+		if n < ask {
+			complete = true // no more topics
+			break
+		}
+	}
+	switch {
+	case len(topics) == limit:
+		next = topics[limit-1].Topic
+	case seen >= topicsScanMax:
+		next = scanned
+	case len(topics) > 0:
+		next = topics[len(topics)-1].Topic
+	default:
+		next = after
+	}
+	if err := s.seen(ctx); err != nil {
+		return nil, "", false, err
+	}
+	return topics, next, complete, nil
+}
+
+// topicsChunk calls fn with up to n topics after after, in name order,
+// until fn returns false, and says how many it looked at.
+func (s *Store) topicsChunk(ctx context.Context, tx *sql.Tx, tenant, after string, n int, fn func(TopicInfo) bool) (int, error) {
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT topic, head, trimmed FROM topics WHERE tenant = ? AND topic > ?
+		ORDER BY topic LIMIT ?`), tenant, after, n)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		var t TopicInfo
+		var trimmed int64
+		if err := rows.Scan(&t.Topic, &t.Head, &trimmed); err != nil {
+			return seen, err
+		}
+		seen++
+		if t.Head > trimmed {
+			t.First = trimmed + 1
+		}
+		if !fn(t) {
+			return n, nil // stopped: as if the chunk was full
+		}
+	}
+	return seen, rows.Err()
+}

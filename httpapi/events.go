@@ -3,6 +3,7 @@ package httpapi
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -111,7 +112,6 @@ func writeReadAnswer(w io.Writer, page backlog.Page, after int64) error {
 // readParams reads a read's after= and limit=, the same on every read.
 func readParams(r *http.Request) (after int64, limit int, aerr *refusal.Error) {
 	q := r.URL.Query()
-	limit = defaultLimit
 	if v, ok := q["after"]; ok {
 		n, valid := parsePosition(v[0])
 		if !valid {
@@ -119,14 +119,20 @@ func readParams(r *http.Request) (after int64, limit int, aerr *refusal.Error) {
 		}
 		after = n
 	}
+	limit, aerr = limitParam(q)
+	return after, limit, aerr
+}
+
+// limitParam reads a read's or a listing's limit=.
+func limitParam(q url.Values) (int, *refusal.Error) {
 	if v, ok := q["limit"]; ok {
 		n, valid := parseLimit(v[0])
 		if !valid {
-			return 0, 0, refusal.New(refusal.InvalidPosition, "limit must be a positive integer")
+			return 0, refusal.New(refusal.InvalidPosition, "limit must be a positive integer")
 		}
-		limit = n
+		return n, nil
 	}
-	return after, limit, nil
+	return defaultLimit, nil
 }
 
 // parseLimit reads a positive decimal integer and caps it at maxLimit,

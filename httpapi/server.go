@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -127,8 +128,11 @@ type Server struct {
 	endAll  context.CancelFunc
 	endOnce sync.Once
 
-	mu          sync.Mutex // guards streams and ending
-	streams     map[*sseStream]struct{}
+	mu      sync.Mutex // guards streams and ending
+	streams map[*sseStream]struct{}
+	// onTopic counts the open streams of each tenant's topics, for the
+	// topic list.
+	onTopic     map[string]map[string]int
 	ending      bool           // EndStreams has begun
 	streamsDone sync.WaitGroup // one count per tracked stream
 	// fanout writes the live pushes of the streams taken over from
@@ -152,7 +156,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 			*b = limits.NewBudget(0, 0, "")
 		}
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{},
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{},
 		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout()}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
@@ -177,6 +181,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
 	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
 	route(http.MethodGet, "/v1/tenants/:tenant/events", s.tenantRoute(s.tenantEvents))
+	route(http.MethodGet, "/v1/tenants/:tenant/topics", s.tenantRoute(s.topics))
 	const adminPath = "/v1/admin/tenants/:tenant"
 	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
 	route(http.MethodGet, adminPath, s.adminRoute(s.getTenant))
@@ -251,6 +256,10 @@ func (s *Server) track(st *sseStream) bool {
 	}
 	s.streams[st] = struct{}{}
 	s.streamsDone.Add(1)
+	if s.onTopic[st.tenant] == nil {
+		s.onTopic[st.tenant] = map[string]int{}
+	}
+	s.onTopic[st.tenant][st.topic]++
 	return true
 }
 
@@ -261,7 +270,21 @@ func (s *Server) untrack(st *sseStream) {
 	if _, ok := s.streams[st]; ok {
 		delete(s.streams, st)
 		s.streamsDone.Done()
+		topics := s.onTopic[st.tenant]
+		if topics[st.topic]--; topics[st.topic] == 0 {
+			delete(topics, st.topic)
+			if len(topics) == 0 {
+				delete(s.onTopic, st.tenant)
+			}
+		}
 	}
+}
+
+// openOn is a copy of the counts of the tenant's open streams by topic.
+func (s *Server) openOn(tenant string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.onTopic[tenant])
 }
 
 type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -140,6 +142,125 @@ func writeTenantAnswer(w io.Writer, page backlog.TenantPage) error {
 		}
 		b = append(b, ']')
 	}
+	_, err := w.Write(append(b, '}'))
+	return err
+}
+
+// topicListBytes is what one listed topic may take in the answer: a
+// name of 1024 bytes, each escaped as \uXXXX at worst, and its numbers.
+const topicListBytes = 6*selector.MaxBytes + 100
+
+// topics lists the tenant's topics that the token may subscribe to and
+// that match pattern, by name after after: those the log holds, and those
+// only watched at this server (head 0), each with the streams open on it
+// here.
+func (s *Server) topics(w http.ResponseWriter, r *http.Request, tenant string) {
+	_, grants, aerr := s.grants(r, tenant, "", auth.Subscribe)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	page := s.deps.ReadBudget.Hold(tenant)
+	defer page.Release()
+	if s.refuseRead(w, page.Try(int64(topicListBytes*maxLimit)+spool.PieceBytes), "topics", tenant, "") {
+		return
+	}
+	q := r.URL.Query()
+	limit, aerr := limitParam(q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	pattern := "*"
+	if v, ok := q["pattern"]; ok {
+		pattern = v[0]
+	}
+	if len(pattern) == 0 || len(pattern) > selector.MaxBytes {
+		writeError(w, refusal.New(refusal.InvalidSelector, "a pattern is 1 to %d bytes", selector.MaxBytes))
+		return
+	}
+	after := q.Get("after")
+	if len(after) > selector.MaxBytes {
+		writeError(w, refusal.New(refusal.InvalidName, "after is a topic name, at most %d bytes", selector.MaxBytes))
+		return
+	}
+	match := func(topic string) bool {
+		return auth.MatchAny([]string{pattern}, topic) && auth.MatchAny(grants, topic)
+	}
+	listed, next, complete, err := s.deps.Log.Topics(r.Context(), tenant, after, match, limit)
+	if s.refuseRead(w, err, "topics", tenant, "") {
+		return
+	}
+	open := s.openOn(tenant)
+	listed, next = withWatched(listed, next, complete, open, after, match, limit)
+	a := s.newAnswer(tenant, page, true)
+	defer a.close()
+	err = a.Expect(int64(len(listed)*topicListBytes + 100))
+	if err == nil {
+		err = writeTopicList(a, listed, open, next)
+	}
+	if err == nil {
+		err = a.Done()
+	}
+	if s.refuseRead(w, err, "topics", tenant, "") {
+		return
+	}
+	page.Keep(a.Memory())
+	s.write(w, a)
+}
+
+// withWatched merges into a page of the log's topics those that streams
+// here watch and the log does not hold yet: up to where the log's page
+// stopped (or all of them, if it listed every topic after after), in name
+// order, at most limit in all.
+func withWatched(listed []backlog.TopicInfo, next string, complete bool, open map[string]int, after string, match func(string) bool, limit int) ([]backlog.TopicInfo, string) {
+	held := make(map[string]bool, len(listed))
+	for _, t := range listed {
+		held[t.Topic] = true
+	}
+	added := false
+	for topic := range open {
+		if topic > after && (complete || topic < next) && !held[topic] && match(topic) {
+			listed = append(listed, backlog.TopicInfo{Topic: topic})
+			added = true
+		}
+	}
+	if !added {
+		return listed, next
+	}
+	slices.SortFunc(listed, func(a, b backlog.TopicInfo) int { return strings.Compare(a.Topic, b.Topic) })
+	if len(listed) > limit {
+		listed = listed[:limit]
+	}
+	return listed, listed[len(listed)-1].Topic
+}
+
+// writeTopicList writes
+// {"topics":[{"topic":T,"head":H,"first":F,"streams":N},...],"next_after":"T"}.
+func writeTopicList(w io.Writer, listed []backlog.TopicInfo, open map[string]int, next string) error {
+	b := append(make([]byte, 0, 4<<10), `{"topics":[`...)
+	for i, t := range listed {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"topic":`...)
+		b = event.AppendJSONString(b, t.Topic)
+		b = append(b, `,"head":`...)
+		b = strconv.AppendInt(b, t.Head, 10)
+		b = append(b, `,"first":`...)
+		b = strconv.AppendInt(b, t.First, 10)
+		b = append(b, `,"streams":`...)
+		b = strconv.AppendInt(b, int64(open[t.Topic]), 10)
+		b = append(b, '}')
+		if len(b) >= 4<<10 {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	b = append(b, `],"next_after":`...)
+	b = event.AppendJSONString(b, next)
 	_, err := w.Write(append(b, '}'))
 	return err
 }

@@ -380,6 +380,11 @@ func (a *api) devServer(t *testing.T) {
 		{method: "GET", path: "/v1/tenants/acme/events?topic=" + strings.Repeat("x", 1025), status: 400, code: refusal.InvalidSelector},
 		{method: "GET", path: "/v1/tenants/acme/events?after=-1", status: 400, code: refusal.InvalidPosition, refused: true},
 		{method: "GET", path: "/v1/tenants/.acme/events", status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/topics", status: 200},
+		{method: "GET", path: "/v1/tenants/acme/topics?pattern=o*&after=a&limit=1", status: 200},
+		{method: "GET", path: "/v1/tenants/acme/topics?pattern=", status: 400, code: refusal.InvalidSelector, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/topics?after=" + strings.Repeat("x", 1025), status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/topics?limit=x", status: 400, code: refusal.InvalidPosition, refused: true},
 		{method: "GET", path: topicPath("acme", "~one", "state"), status: 200},
 		{method: "GET", path: topicPath("acme", "kv", "state"), status: 200},
 		{method: "GET", path: topicPath("acme", ".kv", "state"), status: 400, code: refusal.InvalidName, refused: true},
@@ -598,6 +603,8 @@ func (a *api) adminServer(t *testing.T) {
 		{path: "/v1/tenants/acme/events?pattern=*", header: bearer, status: 200},
 		{path: "/v1/tenants/acme/events", status: 401, code: refusal.Unauthorized},
 		{path: "/v1/tenants/acme/events?topic=refunds", header: bearer, status: 403, code: refusal.Forbidden},
+		{path: "/v1/tenants/acme/topics", header: bearer, status: 200},
+		{path: "/v1/tenants/acme/topics", status: 401, code: refusal.Unauthorized},
 	} {
 		c.method = "GET"
 		a.do(t, b, c)
@@ -677,6 +684,7 @@ func (a *api) readBudgetServer(t *testing.T) {
 	for _, c := range []call{
 		{method: "GET", path: topicPath("acme", "big", "events"), status: 429, code: refusal.Overloaded},
 		{method: "GET", path: "/v1/tenants/acme/events", status: 429, code: refusal.Overloaded},
+		{method: "GET", path: "/v1/tenants/acme/topics", status: 429, code: refusal.Overloaded},
 		{method: "GET", path: topicPath("acme", "big", "state"), status: 429, code: refusal.Overloaded},
 		{method: "GET", path: topicPath("acme", "big", "watch") + "?snapshot=1", status: 429, code: refusal.Overloaded},
 	} {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgehub/edgehub/refusal"
 )
@@ -138,9 +139,10 @@ func TestTenantReadRefusesBadSelectors(t *testing.T) {
 	}
 }
 
-// With credentials, a tenant read delivers only the topics the token may
-// subscribe to: a pattern selects the covered ones, an exact topic that
-// is not covered is 403, no token is 401.
+// With credentials, a tenant read delivers, and the topic list lists,
+// only the topics the token may subscribe to: a pattern selects the
+// covered ones, an exact topic that is not covered is 403, no token is
+// 401.
 func TestTenantReadHonoursTheToken(t *testing.T) {
 	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0")
 	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
@@ -177,5 +179,103 @@ func TestTenantReadHonoursTheToken(t *testing.T) {
 	}
 	if _, a, _ := p.readTenant(t, pub, ""); len(a.Events) != 0 {
 		t.Fatalf("a token with no subscribe patterns read %+v", a.Events)
+	}
+	if _, got, _ := p.listTopics(t, sub, ""); got != "ord-2:1/1/0 orders:1/1/0 next=orders" {
+		t.Fatalf("the topic list with a token for ord*: %s", got)
+	}
+	if _, got, _ := p.listTopics(t, pub, ""); got != "next=" {
+		t.Fatalf("the topic list with a token with no subscribe patterns: %s", got)
+	}
+	if st, _, _ := p.listTopics(t, "", ""); st != 401 {
+		t.Fatalf("the topic list without a token: %d", st)
+	}
+}
+
+type topicList struct {
+	Topics []struct {
+		Topic   string `json:"topic"`
+		Head    int64  `json:"head"`
+		First   int64  `json:"first"`
+		Streams int    `json:"streams"`
+	} `json:"topics"`
+	NextAfter string `json:"next_after"`
+}
+
+// listTopics reads one page of the topic list with the query q, as token,
+// and writes it as "topic:first/head/streams ... next=N".
+func (p *proc) listTopics(t *testing.T, token, q string) (int, string, topicList) {
+	t.Helper()
+	st, _, b := do(t, "GET", p.base+"/v1/tenants/acme/topics?"+q, token, "")
+	var l topicList
+	if st != 200 {
+		return st, string(b), l
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	var out []string
+	for _, x := range l.Topics {
+		out = append(out, fmt.Sprintf("%s:%d/%d/%d", x.Topic, x.First, x.Head, x.Streams))
+	}
+	return st, strings.Join(append(out, "next="+l.NextAfter), " "), l
+}
+
+// The topic list gives the tenant's topics in byte order of their names,
+// each once across pages, with first and head, the streams open on each
+// (a topic only watched is listed, with head 0, while it is watched),
+// narrowed by pattern; past the last page it is empty with next_after
+// the after asked.
+func TestTopicListing(t *testing.T) {
+	p := start(t, t.TempDir())
+	p.publish(t, "orders", `1`)
+	p.publishBatch(t, "orders", 2, 2, 0)
+	p.publish(t, "Refunds", `1`)
+	p.publish(t, "ord-2", `1`)
+	if st, _, b := do(t, "POST", p.base+"/v1/tenants/other/topics/elsewhere/notify", "", `1`); st != 201 { // not acme's
+		t.Fatalf("publish to another tenant: %d %s", st, b)
+	}
+	for range 2 {
+		p.watch(t, "orders", "", nil).hello(t)
+	}
+	watched := p.watch(t, "ord-3", "", nil)
+	watched.hello(t)
+
+	all := "Refunds:1/1/0 ord-2:1/1/0 ord-3:0/0/1 orders:1/3/2"
+	if _, got, _ := p.listTopics(t, "", ""); got != all+" next=orders" {
+		t.Fatalf("the list: %s", got)
+	}
+	var paged []string
+	after := ""
+	for {
+		st, got, l := p.listTopics(t, "", "limit=1&after="+after)
+		if st != 200 {
+			t.Fatalf("page after %q: %d %s", after, st, got)
+		}
+		if len(l.Topics) == 0 {
+			if l.NextAfter != after {
+				t.Fatalf("the end: next_after %q, want %q", l.NextAfter, after)
+			}
+			break
+		}
+		paged = append(paged, strings.TrimSuffix(got, " next="+l.NextAfter))
+		after = l.NextAfter
+	}
+	if got := strings.Join(paged, " "); got != all {
+		t.Fatalf("paged by one: %s, want %s", got, all)
+	}
+	if _, got, _ := p.listTopics(t, "", "pattern=ord*&after=ord-2"); got != "ord-3:0/0/1 orders:1/3/2 next=orders" {
+		t.Fatalf("pattern=ord* after ord-2: %s", got)
+	}
+	watched.close()
+	deadline := time.Now().Add(wait)
+	for {
+		_, got, _ := p.listTopics(t, "", "pattern=ord*")
+		if got == "ord-2:1/1/0 orders:1/3/2 next=orders" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after its only stream ended, a topic never published to is still listed: %s", got)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
