@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,8 @@ const maxHint = 7900
 // lost (while a listener reconnects), late, repeated or out of order, and
 // the receiver reads what it names from the log.
 //
-// Payloads are words separated by spaces (names hold none):
+// Payloads are words separated by spaces; a tenant name holds none and a
+// topic is path-escaped, so it holds none either:
 //
 //	c PROCESS TENANT TOPIC FIRST LAST [TENANT TOPIC FIRST LAST ...]
 //	t PROCESS TENANT          the tenant was deleted or rotated
@@ -56,7 +58,7 @@ func (s *Store) committed(ctx context.Context, tx execer, reqs []*Publish, resul
 		if r.Err != nil || r.Duplicate || len(r.Events) == 0 {
 			continue
 		}
-		word := reqs[i].Tenant + " " + reqs[i].Topic + " " + strconv.FormatInt(r.First, 10) + " " + strconv.FormatInt(r.Last, 10)
+		word := reqs[i].Tenant + " " + url.PathEscape(reqs[i].Topic) + " " + strconv.FormatInt(r.First, 10) + " " + strconv.FormatInt(r.Last, 10)
 		if b.Len() > 0 && b.Len()+1+len(word) > maxHint {
 			if err := h.send(ctx, tx, b.String()); err != nil {
 				return err
@@ -192,10 +194,11 @@ func (h *hinter) dispatch(payload string, on Hints) error {
 		for w := words[2:]; len(w) > 0; w = w[4:] {
 			first, ferr := strconv.ParseInt(w[2], 10, 64)
 			last, lerr := strconv.ParseInt(w[3], 10, 64)
-			if ferr != nil || lerr != nil || first < 1 || last < first || !names.Valid(w[0]) || !names.Valid(w[1]) {
+			topic, terr := url.PathUnescape(w[1])
+			if ferr != nil || lerr != nil || terr != nil || first < 1 || last < first || !names.Valid(w[0]) || !names.ValidTopic(topic) {
 				return fmt.Errorf("%w: %q", errBadHint, payload)
 			}
-			on.Commit(w[0], w[1], first, last)
+			on.Commit(w[0], topic, first, last)
 		}
 		return nil
 	}

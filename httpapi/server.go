@@ -220,11 +220,13 @@ func (s *Server) Routes() []string { return slices.Clone(s.routes) }
 // among the routes that the OpenAPI document describes.
 func (s *Server) route(method, path string, h httprouter.Handle) {
 	s.routes = append(s.routes, method+" "+path)
-	s.router.Handle(method, path, named(method+" "+path, h))
+	s.router.Handle(method, path, named(method+" "+path, unescapeParams(h)))
 }
 
 // Handler is the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.observe(s.withWriteDeadline(s.cors(s.router))) }
+func (s *Server) Handler() http.Handler {
+	return s.observe(s.withWriteDeadline(s.cors(routeEscaped(s.router))))
+}
 
 // EndStreams ends every open stream after its current frame, as SIGTERM
 // asks, and returns once they have all ended: http.Server.Shutdown then
@@ -294,9 +296,14 @@ type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic str
 func (s *Server) topicRoute(h topicHandler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		tenant, topic := p.ByName("tenant"), p.ByName("topic")
-		if !names.Valid(tenant) || !names.Valid(topic) {
+		if !names.Valid(tenant) {
 			writeError(w, refusal.New(refusal.InvalidName,
-				"tenant and topic must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
+				"tenant must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
+			return
+		}
+		if !names.ValidTopic(topic) {
+			writeError(w, refusal.New(refusal.InvalidName,
+				"topic must be 1 to %d bytes of UTF-8 with no control or format character, not start with '.', and not be '*'", names.MaxTopic))
 			return
 		}
 		h(w, r, tenant, topic)

@@ -61,8 +61,10 @@ func TestBadRequestsAreRefusedAndStoreNothing(t *testing.T) {
 		code   string
 	}{
 		{"tenant starts with dot", call{method: "POST", path: "/v1/tenants/.t/topics/x/notify", body: "1"}, 400, "invalid_name"},
-		{"topic with space", call{method: "POST", path: "/v1/tenants/t/topics/a%20b/notify", body: "1"}, 400, "invalid_name"},
-		{"topic too long", call{method: "POST", path: "/v1/tenants/t/topics/" + strings.Repeat("a", 129) + "/notify", body: "1"}, 400, "invalid_name"},
+		{"topic with a control character", call{method: "POST", path: "/v1/tenants/t/topics/a%09b/notify", body: "1"}, 400, "invalid_name"},
+		{"topic with a format character", call{method: "POST", path: "/v1/tenants/t/topics/a%E2%80%8Bb/notify", body: "1"}, 400, "invalid_name"},
+		{"topic that is a wildcard", call{method: "POST", path: "/v1/tenants/t/topics/%2A/notify", body: "1"}, 400, "invalid_name"},
+		{"topic too long", call{method: "POST", path: "/v1/tenants/t/topics/" + strings.Repeat("a", 1025) + "/notify", body: "1"}, 400, "invalid_name"},
 		{"reserved type", call{method: "POST", path: notify + "?type=hello", body: "1"}, 400, "invalid_type"},
 		{"type with tilde", call{method: "POST", path: notify, body: "1", header: map[string]string{"Event-Type": "a~b"}}, 400, "invalid_type"},
 		{"type too long", call{method: "POST", path: notify + "?type=" + strings.Repeat("a", 65), body: "1"}, 400, "invalid_type"},

@@ -2,10 +2,17 @@
 // (HTTP routes, the command line) applies before anything else.
 package names
 
-// MaxName and MaxType are the contract's length limits.
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxName, MaxTopic and MaxType are the contract's length limits; a
+// topic's is in bytes.
 const (
-	MaxName = 128
-	MaxType = 64
+	MaxName  = 128
+	MaxTopic = 1024
+	MaxType  = 64
 )
 
 // Valid reports whether s may name a tenant, topic or key: 1 to 128 of
@@ -19,6 +26,33 @@ func Valid(s string) bool {
 		if !nameByte(s[i]) {
 			return false
 		}
+	}
+	return true
+}
+
+// ValidTopic reports whether s may name a topic: 1 to 1024 bytes of
+// UTF-8, so that IRIs are topics, but not starting with '.' (no path
+// segment like "." or ".."), not exactly "*" (which reads as every
+// topic), and with no control character (C0, DEL, C1) or format
+// character (Unicode Cf), which would hide in logs, SSE frames and
+// consoles.
+func ValidTopic(s string) bool {
+	if len(s) == 0 || len(s) > MaxTopic || s[0] == '.' || s == "*" {
+		return false
+	}
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c < 0x20 || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r <= 0x9f || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+		i += size
 	}
 	return true
 }

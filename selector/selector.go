@@ -38,7 +38,7 @@ func Parse(topics, patterns, grants []string) (*Set, *refusal.Error) {
 	}
 	s := &Set{exact: make(map[string]bool, len(topics)), patterns: patterns, grants: grants}
 	for _, t := range topics {
-		if !names.Valid(t) {
+		if !names.ValidTopic(t) {
 			return nil, refusal.New(refusal.InvalidName, "topic selector %q is not a topic name", t)
 		}
 		if !auth.MatchAny(grants, t) {
