@@ -158,7 +158,7 @@ func TestConsoleChecksNames(t *testing.T) {
 	dev := start(t, t.TempDir())
 	keyed := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=console-admin-key-0123456789abcdefghij"}, t.TempDir(), "127.0.0.1:0")
 	bad := []string{"/console/api/topics/acme/.hidden", "/console/api/topics/ac!me/orders",
-		"/console/api/topics/acme/" + strings.Repeat("x", 129), "/console/api/topics/acme/a%20b"}
+		"/console/api/topics/acme/" + strings.Repeat("x", 1025), "/console/api/topics/acme/a%09b", "/console/api/topics/acme/%2A"}
 	for _, p := range []*proc{dev, keyed} {
 		for _, path := range bad {
 			a := consoleGet(t, p, path, "")
