@@ -45,8 +45,14 @@ type queryTokenKey struct{}
 // the stream's route, which EventSource opens.
 func queryToken(h topicHandler) topicHandler {
 	return func(w http.ResponseWriter, r *http.Request, tenant, topic string) {
-		h(w, r.WithContext(context.WithValue(r.Context(), queryTokenKey{}, true)), tenant, topic)
+		h(w, allowQueryToken(r), tenant, topic)
 	}
+}
+
+// allowQueryToken marks r as a request of a stream's route, whose token
+// may come as ?access_token=.
+func allowQueryToken(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), queryTokenKey{}, true))
 }
 
 // stillThere checks, outside dev mode, that the tenant authorized at the

@@ -172,7 +172,7 @@ func (w *writer) serve(st *sseStream) (back bool) {
 	case <-st.sub.Ready(): // this run answers the signal
 	default:
 	}
-	parts, live := st.sub.NextFrames(w.parts[:0], maxParts, flushBytes)
+	parts, live := st.topicSub.NextFrames(w.parts[:0], maxParts, flushBytes)
 	events := len(parts)
 	if st.pingDue.Swap(false) && events == 0 && live {
 		parts = append(parts, sse.Ping)

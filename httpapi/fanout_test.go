@@ -158,7 +158,7 @@ func (h *poolHarness) stream(cw *connWire) *sseStream {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(sub.Close)
-	st := &sseStream{s: h.s, sub: sub, wire: cw, cw: cw, w: h.w}
+	st := &sseStream{s: h.s, sub: topicSource{sub}, topicSub: sub, wire: cw, cw: cw, w: h.w}
 	sub.OnReady(st.wake)
 	return st
 }

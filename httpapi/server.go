@@ -181,6 +181,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
 	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
 	route(http.MethodGet, "/v1/tenants/:tenant/events", s.tenantRoute(s.tenantEvents))
+	route(http.MethodGet, "/v1/tenants/:tenant/watch", s.tenantRoute(s.tenantWatch))
 	route(http.MethodGet, "/v1/tenants/:tenant/topics", s.tenantRoute(s.topics))
 	const adminPath = "/v1/admin/tenants/:tenant"
 	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
@@ -258,6 +259,9 @@ func (s *Server) track(st *sseStream) bool {
 	}
 	s.streams[st] = struct{}{}
 	s.streamsDone.Add(1)
+	if st.topicSub == nil {
+		return true // a tenant stream: the topic list does not count it yet (plan 039)
+	}
 	if s.onTopic[st.tenant] == nil {
 		s.onTopic[st.tenant] = map[string]int{}
 	}
@@ -272,6 +276,9 @@ func (s *Server) untrack(st *sseStream) {
 	if _, ok := s.streams[st]; ok {
 		delete(s.streams, st)
 		s.streamsDone.Done()
+		if st.topicSub == nil {
+			return
+		}
 		topics := s.onTopic[st.tenant]
 		if topics[st.topic]--; topics[st.topic] == 0 {
 			delete(topics, st.topic)

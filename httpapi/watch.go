@@ -35,6 +35,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	if st == nil {
 		return
 	}
+	st.serveOn(w, r)
+}
+
+// serveOn writes an open stream until it ends: on a connection taken
+// over from net/http, by a goroutine of its own (and, for a live topic
+// stream, by its writer in the server's pool), while the handler
+// returns; else on the response, here.
+func (st *sseStream) serveOn(w http.ResponseWriter, r *http.Request) {
+	s := st.s
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -44,7 +53,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	ctx, cancel := context.WithCancel(s.endCtx)
 	if cw, ok := s.takeOver(w, r); ok {
 		st.wire = cw
-		if cw.raw != nil {
+		if cw.raw != nil && st.topicSub != nil {
 			st.cw, st.w = cw, s.fanout.writer()
 			st.sub.OnReady(st.wake)
 		} else {
@@ -114,7 +123,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 		return nil
 	}
 	s.deps.Metrics.StreamsOpen.Inc()
-	return &sseStream{s: s, sub: sub, release: release, tenant: tenant, topic: topic}
+	return &sseStream{s: s, sub: topicSource{sub}, topicSub: sub, release: release, tenant: tenant, topic: topic}
 }
 
 // watchFrom reads where a stream starts, first match wins: Last-Event-ID
@@ -144,8 +153,11 @@ func watchFrom(r *http.Request) (hub.From, *refusal.Error) {
 // snapshot if there is one, then whatever the subscription hands out,
 // whole frames at a time, with a heartbeat in silences.
 type sseStream struct {
-	s             *Server
-	sub           *hub.Subscription
+	s   *Server
+	sub source
+	// topicSub is sub, for a topic's stream (nil for a tenant's): what
+	// has a snapshot and may be written from the pool.
+	topicSub      *hub.Subscription
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire
@@ -227,12 +239,11 @@ func (st *sseStream) open() error {
 // at the pace of a read answer: a client that does not read it holds it
 // no longer than one would.
 func (st *sseStream) hello() error {
-	sub := st.sub
-	st.buf = sse.Open(st.s.cfg.Retry, sub.Head(), sub.Position())
-	snap := sub.Snapshot()
-	if snap == nil {
+	st.buf = sse.Open(st.s.cfg.Retry, st.sub.Head(), st.sub.Position())
+	if st.topicSub == nil || st.topicSub.Snapshot() == nil {
 		return st.flush()
 	}
+	snap := st.topicSub.Snapshot()
 	st.buf = sse.AppendSnapshotStart(st.buf, snap.Seq)
 	p := st.s.pace()
 	err := snap.Pieces(func(piece []byte) error {
@@ -256,7 +267,7 @@ func (st *sseStream) run(ctx context.Context) error {
 			if err := st.finish(); err != nil {
 				return err
 			}
-			if !st.mustNext && !st.cw.left && sub.Live() {
+			if !st.mustNext && !st.cw.left && st.topicSub.Live() {
 				if err := st.pooled(ctx); err != nil {
 					st.finish() //nolint:errcheck // the stream ends with err either way
 					return err
@@ -276,7 +287,7 @@ func (st *sseStream) run(ctx context.Context) error {
 			}
 			continue
 		}
-		st.buf, err = sub.Next(ctx, st, st.buf, flushBytes)
+		st.buf, err = sub.next(ctx, st, st.buf, flushBytes)
 		if ferr := st.flush(); ferr != nil {
 			return ferr
 		}
@@ -290,6 +301,43 @@ func (st *sseStream) run(ctx context.Context) error {
 			st.buf = nil // nothing more to write now
 		}
 	}
+}
+
+// source is what an sseStream writes: a topic's subscription or a
+// tenant's.
+type source interface {
+	Head() int64
+	Position() int64
+	Ready() <-chan struct{}
+	OnReady(wake func())
+	Lag() (time.Duration, bool)
+	Close()
+	// next is the subscription's Next, with the stream as its encoder.
+	next(ctx context.Context, st *sseStream, b []byte, limit int) ([]byte, error)
+}
+
+type topicSource struct{ *hub.Subscription }
+
+func (t topicSource) next(ctx context.Context, st *sseStream, b []byte, limit int) ([]byte, error) {
+	return t.Next(ctx, st, b, limit)
+}
+
+type tenantSource struct{ *hub.TenantSubscription }
+
+func (t tenantSource) next(ctx context.Context, st *sseStream, b []byte, limit int) ([]byte, error) {
+	return t.Next(ctx, st, b, limit)
+}
+
+// AppendTenantEvent is the SSE frame of a tenant stream's event.
+func (st *sseStream) AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
+	st.events++
+	return sse.AppendTenantEvent(b, e, envelope)
+}
+
+// AppendTopicGap is the SSE frame of a tenant stream's gap.
+func (st *sseStream) AppendTopicGap(b []byte, id int64, topic string, to int64) []byte {
+	st.s.deps.Metrics.Gaps.Inc()
+	return sse.AppendTopicGap(b, id, topic, to)
 }
 
 // AppendEvent is the SSE frame of an event, for the subscription.

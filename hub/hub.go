@@ -132,7 +132,7 @@ type hub struct {
 	// live holds the streams at the head: each commit is pushed into their
 	// queues. catchingUp holds the registered streams behind it, reading
 	// the backlog; the hub pushes nothing to them.
-	live, catchingUp streamSet
+	live, catchingUp streamSet[*stream]
 	// recent holds the newest commits, up to head: a stream whose position
 	// is among them joins live at once and is given the rest from here.
 	recent recent
@@ -233,8 +233,14 @@ func (h *hub) route(ctx actor.Context, msg any) {
 	switch msg := msg.(type) {
 	case *publish:
 		h.inflight++
-		self, opts, reply := ctx.Self(), h.opts, msg.reply
+		self, opts, reply, tenant, topic := ctx.Self(), h.opts, msg.reply, h.tenant, h.topic
 		h.opts.Committer.Commit(msg.req, func(r backlog.Result, err error) {
+			// The tenant's hub hears of the commit before its publisher
+			// is answered: a tenant stream opened after the answer starts
+			// at or past it.
+			if err == nil && r.Err == nil && !r.Duplicate {
+				opts.committed(tenant, topic, r.Events)
+			}
 			opts.root.Send(self, &committed{result: r, err: err, items: opts.encode(r.Events), reply: reply})
 		})
 	case *watch:
@@ -450,7 +456,7 @@ func (h *hub) demoteAll() {
 
 // endAll ends every stream; their clients reconnect with Last-Event-ID.
 func (h *hub) endAll() {
-	for _, set := range []streamSet{h.live, h.catchingUp} {
+	for _, set := range []streamSet[*stream]{h.live, h.catchingUp} {
 		for s := range set.m {
 			s.end()
 		}

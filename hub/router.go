@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/edgehub/edgehub/actors"
 	"github.com/edgehub/edgehub/backlog"
+	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/metrics"
 	"github.com/edgehub/edgehub/spool"
@@ -76,6 +78,9 @@ type Options struct {
 	root    *actor.RootContext // set by NewRouter
 	started time.Time          // when NewRouter ran: the start of clock
 	faults  faultHooks         // injected bugs; empty unless built with -tags faults
+	// committed passes each commit of this process's to its tenant's
+	// hub (Router.committedTenant); set by NewRouter.
+	committed func(tenant, topic string, events []event.Event)
 }
 
 // Hooks let tests hold a hub or a subscription inside a race window. Nil
@@ -94,6 +99,12 @@ type Hooks struct {
 	AfterGoLive func(tenant, topic string)
 	// HeadRead runs inside Receive once a hub has applied a head it read.
 	HeadRead func(key string)
+	// BetweenTenantPages runs before a catching-up tenant subscription
+	// reads a page of the log (after it has handed out the one before).
+	BetweenTenantPages func(tenant string)
+	// AfterTenantGoLive runs after a caught-up tenant subscription has
+	// asked its tenant hub to go live and before it waits for the answer.
+	AfterTenantGoLive func(tenant string)
 }
 
 // Router is the typed way into the hubs: a transport publishes and
@@ -101,9 +112,14 @@ type Hooks struct {
 type Router struct {
 	opts    *Options        // shared by every hub and subscription; read-only
 	manager *actors.Manager // owns one hub per topic
+	tenants *actors.Manager // owns one tenant hub per tenant with tenant streams
+
+	watchedMu sync.Mutex
+	watched   map[string]int // tenant streams open, by tenant
 }
 
-// Key is the manager key of a topic. Names cannot hold '/', so the key is
+// Key is the manager key of a topic. A tenant's name cannot hold '/' (a
+// topic's may), so the key's first '/' ends the tenant and the key is
 // unambiguous; parseKey is its inverse.
 func Key(tenant, topic string) string { return tenant + "/" + topic }
 
@@ -143,17 +159,29 @@ func NewRouter(system *actor.ActorSystem, opts Options) (*Router, error) {
 		o.Hearing = &Hearing{}
 		o.Hearing.Set(true)
 	}
+	r := &Router{opts: &o, watched: map[string]int{}}
+	o.committed = r.committedTenant
+	tm, err := actors.NewManager(system, "tenants", func(key string) *actor.Props {
+		tenant := strings.TrimSuffix(key, "/")
+		return actor.PropsFromProducer(func() actor.Actor { return newTenantHub(tenant, &o) })
+	}, o.Manager)
+	if err != nil {
+		return nil, fmt.Errorf("start tenant hub manager: %w", err)
+	}
+	r.tenants = tm
 	m, err := actors.NewManager(system, "hubs", func(key string) *actor.Props {
 		tenant, topic := parseKey(key)
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &hub{tenant: tenant, topic: topic, opts: &o, live: newStreamSet(o.Metrics.StreamsLive), catchingUp: newStreamSet(o.Metrics.StreamsCatchingUp),
+			return &hub{tenant: tenant, topic: topic, opts: &o, live: newStreamSet[*stream](o.Metrics.StreamsLive), catchingUp: newStreamSet[*stream](o.Metrics.StreamsCatchingUp),
 				recent: recent{limit: o.RecentEvents, budget: o.RecentBudget}}
 		})
 	}, o.Manager)
 	if err != nil {
+		tm.Stop()
 		return nil, fmt.Errorf("start hub manager: %w", err)
 	}
-	return &Router{opts: &o, manager: m}, nil
+	r.manager = m
+	return r, nil
 }
 
 // Publication is a publish handed to its hub. The commit goes on whatever
@@ -274,6 +302,7 @@ func (r *Router) Watch(ctx context.Context, tenant, topic string, from From) (*S
 // tenant calls it.
 func (r *Router) EndTenant(tenant string) {
 	r.manager.StopPrefix(Key(tenant, ""))
+	r.tenants.StopPrefix(tenantKey(tenant))
 }
 
 // Remote passes on a hint that another process sharing the log committed
@@ -281,6 +310,9 @@ func (r *Router) EndTenant(tenant string) {
 // later reads its head from the log.
 func (r *Router) Remote(tenant, topic string, first, last int64) {
 	r.manager.Notify(Key(tenant, topic), &remoteCommit{first: first, last: last})
+	if r.tenantWatched(tenant) {
+		r.tenants.Notify(tenantKey(tenant), &tenantHint{})
+	}
 }
 
 // EndAll ends every stream and stops every hub, as EndTenant does for one
@@ -288,12 +320,21 @@ func (r *Router) Remote(tenant, topic string, first, last int64) {
 // connection), one of them may have been a tenant's end, which only the
 // credentials check of a new stream enforces, or a head that a hub keeps
 // no more. Clients reconnect with Last-Event-ID; new hubs read their heads.
-func (r *Router) EndAll() { r.manager.StopPrefix("") }
+func (r *Router) EndAll() {
+	r.manager.StopPrefix("")
+	r.tenants.StopPrefix("")
+}
 
 // Tick advances the hubs' clock by one tick (idleness, head checks), for
 // owners that run no ticker.
-func (r *Router) Tick() { r.manager.Tick() }
+func (r *Router) Tick() {
+	r.manager.Tick()
+	r.tenants.Tick()
+}
 
 // Stop stops every hub, ending their streams, after the messages already
 // routed to them.
-func (r *Router) Stop() { r.manager.Stop() }
+func (r *Router) Stop() {
+	r.manager.Stop()
+	r.tenants.Stop()
+}

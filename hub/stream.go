@@ -198,16 +198,16 @@ func (s *stream) signal() {
 // remove and clear are the only ways to change the set, and move the
 // gauge with it, so a scrape sees the sets' sizes as of the hubs' last
 // turns.
-type streamSet struct {
-	m     map[*stream]struct{}
+type streamSet[S comparable] struct {
+	m     map[S]struct{}
 	gauge prometheus.Gauge // shared by the sets of this kind of every hub
 }
 
-func newStreamSet(gauge prometheus.Gauge) streamSet {
-	return streamSet{m: map[*stream]struct{}{}, gauge: gauge}
+func newStreamSet[S comparable](gauge prometheus.Gauge) streamSet[S] {
+	return streamSet[S]{m: map[S]struct{}{}, gauge: gauge}
 }
 
-func (set streamSet) add(s *stream) {
+func (set streamSet[S]) add(s S) {
 	if _, ok := set.m[s]; ok {
 		panic("hub: stream added to a set twice")
 	}
@@ -216,21 +216,21 @@ func (set streamSet) add(s *stream) {
 }
 
 // remove takes s out of the set, if it is there.
-func (set streamSet) remove(s *stream) {
+func (set streamSet[S]) remove(s S) {
 	if _, ok := set.m[s]; ok {
 		delete(set.m, s)
 		set.gauge.Dec()
 	}
 }
 
-func (set streamSet) clear() {
+func (set streamSet[S]) clear() {
 	set.gauge.Sub(float64(len(set.m)))
 	clear(set.m)
 }
 
-func (set streamSet) has(s *stream) bool {
+func (set streamSet[S]) has(s S) bool {
 	_, ok := set.m[s]
 	return ok
 }
 
-func (set streamSet) len() int { return len(set.m) }
+func (set streamSet[S]) len() int { return len(set.m) }

@@ -55,8 +55,25 @@ func Parse(topics, patterns, grants []string) (*Set, *refusal.Error) {
 // Match says whether topic is selected: named exactly, or matched by a
 // pattern and covered by the grants.
 func (s *Set) Match(topic string) bool {
-	if s.exact[topic] {
-		return true
+	return s.exact[topic] || s.MatchPattern(topic)
+}
+
+// Exact is the topics named exactly, which a tenant hub indexes: an event
+// of one of them reaches the stream without a pattern test.
+func (s *Set) Exact() []string {
+	topics := make([]string, 0, len(s.exact))
+	for t := range s.exact {
+		topics = append(topics, t)
 	}
+	return topics
+}
+
+// Patterned says whether some topics are selected by pattern, which a
+// tenant hub tests once per topic (MatchPattern).
+func (s *Set) Patterned() bool { return len(s.patterns) > 0 }
+
+// MatchPattern says whether a pattern selects topic, covered by the
+// grants; Match is this or an exact name.
+func (s *Set) MatchPattern(topic string) bool {
 	return auth.MatchAny(s.patterns, topic) && auth.MatchAny(s.grants, topic)
 }

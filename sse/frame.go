@@ -95,3 +95,34 @@ func AppendSnapshotStart(b []byte, seq int64) []byte {
 // FrameEnd ends a frame whose data was written on its own: the data line's
 // newline and the blank line that dispatches the frame.
 var FrameEnd = []byte("\n\n")
+
+// AppendTenantEvent appends the frame of an event of a tenant stream: its
+// id is the tenant position, its data the tenant envelope (envelope, if
+// not nil, is that already encoded).
+func AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, e.Pos, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, e.Type...)
+	b = append(b, "\ndata: "...)
+	if envelope != nil {
+		b = append(b, envelope...)
+	} else {
+		b = e.AppendEnvelope(b)
+	}
+	return append(b, FrameEnd...)
+}
+
+// AppendTopicGap appends a tenant stream's gap frame: retention removed
+// the topic's events up to sequence to, some of which the stream was
+// owed. Its id is the position of the frame before it, so that a client
+// that resumes from it is owed the same.
+func AppendTopicGap(b []byte, id int64, topic string, to int64) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, "\nevent: gap\ndata: {\"topic\":"...)
+	b = event.AppendJSONString(b, topic)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, to, 10)
+	return append(b, "}\n\n"...)
+}

@@ -309,7 +309,13 @@ type stream struct {
 // watch opens a stream; headers are set on the request as given.
 func (p *proc) watch(t *testing.T, topic, query string, header map[string]string) *stream {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, p.topicURL(topic, "watch")+query, nil)
+	return openStream(t, p.topicURL(topic, "watch")+query, header)
+}
+
+// openStream opens the stream at url, which must answer 200.
+func openStream(t *testing.T, url string, header map[string]string) *stream {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

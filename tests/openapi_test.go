@@ -379,6 +379,9 @@ func (a *api) devServer(t *testing.T) {
 		{method: "GET", path: "/v1/tenants/acme/events?pattern=", status: 400, code: refusal.InvalidSelector},
 		{method: "GET", path: "/v1/tenants/acme/events?topic=" + strings.Repeat("x", 1025), status: 400, code: refusal.InvalidSelector},
 		{method: "GET", path: "/v1/tenants/acme/events?after=-1", status: 400, code: refusal.InvalidPosition, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/watch?pattern=", status: 400, code: refusal.InvalidSelector},
+		{method: "GET", path: "/v1/tenants/acme/watch?after=-1", status: 400, code: refusal.InvalidPosition, refused: true},
+		{method: "GET", path: "/v1/tenants/acme/watch?topic=.x", status: 400, code: refusal.InvalidName},
 		{method: "GET", path: "/v1/tenants/.acme/events", status: 400, code: refusal.InvalidName, refused: true},
 		{method: "GET", path: "/v1/tenants/acme/topics", status: 200},
 		{method: "GET", path: "/v1/tenants/acme/topics?pattern=o*&after=a&limit=1", status: 200},
@@ -605,6 +608,8 @@ func (a *api) adminServer(t *testing.T) {
 		{path: "/v1/tenants/acme/events?topic=refunds", header: bearer, status: 403, code: refusal.Forbidden},
 		{path: "/v1/tenants/acme/topics", header: bearer, status: 200},
 		{path: "/v1/tenants/acme/topics", status: 401, code: refusal.Unauthorized},
+		{path: "/v1/tenants/acme/watch", status: 401, code: refusal.Unauthorized},
+		{path: "/v1/tenants/acme/watch?topic=refunds", header: bearer, status: 403, code: refusal.Forbidden},
 	} {
 		c.method = "GET"
 		a.do(t, b, c)
@@ -612,6 +617,8 @@ func (a *api) adminServer(t *testing.T) {
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state"), header: bearer, status: 200})
 	s := a.watchStream(t, b, call{path: topicPath("acme", "orders", "watch") + "?after=1&access_token=" + tok.Token})
 	a.frames(t, s, "message")
+	ts := a.watchStream(t, b, call{path: "/v1/tenants/acme/watch?pattern=ord*&after=0&access_token=" + tok.Token})
+	a.frames(t, ts, "hello")
 
 	// Standard Webhooks: a signed publish; one whose Idempotency-Key is not
 	// its webhook-id; one signed with another secret.
@@ -647,6 +654,7 @@ func (a *api) limitServer(t *testing.T) {
 	s := a.watchStream(t, b, call{path: topicPath("streams", "t", "watch")})
 	a.frames(t, s, "hello")
 	a.do(t, b, call{method: "GET", path: topicPath("streams", "u", "watch"), status: 429, code: refusal.TooManyStreams})
+	a.do(t, b, call{method: "GET", path: "/v1/tenants/streams/watch", status: 429, code: refusal.TooManyStreams})
 }
 
 // throttleServer drives the throttle of refused admin keys: once the
