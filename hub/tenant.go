@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -80,10 +81,14 @@ func (*tenantRead) IgnoreDeadLetterLogging()    {}
 func (*tenantGoLive) IgnoreDeadLetterLogging()  {}
 func (*tenantUnwatch) IgnoreDeadLetterLogging() {}
 
-// maxTenantAhead bounds the own commits a tenant hub holds while a
-// commit before them (another topic's, or another process's) is on its
-// way; past it, the live streams read the log instead.
-const maxTenantAhead = 256
+// maxTenantAhead and maxTenantAheadBytes bound the own commits a tenant
+// hub holds while a commit before them (another topic's, or another
+// process's) is on its way; past them, the live streams read the log
+// instead.
+const (
+	maxTenantAhead      = 256
+	maxTenantAheadBytes = 4 << 20
+)
 
 // matchedTopicsMax bounds the topics whose matching pattern streams a
 // tenant hub remembers.
@@ -112,8 +117,9 @@ type tenantHub struct {
 	matched   map[string][]*tstream
 
 	// ahead holds own commits that do not follow head yet, by first
-	// position.
-	ahead map[int64][]*titem
+	// position; aheadBytes is their envelopes' bytes.
+	ahead      map[int64][]*titem
+	aheadBytes int
 	// behind says the log may hold positions after head: a read is due.
 	// reading says one is in flight.
 	behind, reading bool
@@ -144,6 +150,7 @@ func (h *tenantHub) Receive(ctx actor.Context) {
 			// what was held for it is too.
 			h.loaded = false
 			clear(h.ahead)
+			h.aheadBytes = 0
 		}
 		if !h.loaded {
 			h.waiting = append(h.waiting, w)
@@ -274,27 +281,44 @@ func (h *tenantHub) matching(topic string) []*tstream {
 
 // own applies a commit of this process's: at once if it follows the head,
 // else it waits in ahead while the hub reads the log for what comes
-// between (another topic's commit on its way, or another process's).
+// between (another topic's commit on its way, or another process's), or
+// while the hub reads its head.
 func (h *tenantHub) own(ctx actor.Context, items []*titem) {
-	if !h.loaded {
-		// The first read is out: it returns a head at or past this commit,
-		// or the commit follows it (readDone applies it then).
-		h.ahead[items[0].Pos] = items
-		return
-	}
 	first, last := items[0].Pos, items[len(items)-1].Pos
 	switch {
-	case last <= h.head:
-	case first == h.head+1:
+	case h.loaded && last <= h.head:
+	case h.loaded && first == h.head+1:
 		h.apply(items)
 		h.applyAhead()
-	case len(h.ahead) >= maxTenantAhead:
-		h.skipTo(last)
 	default:
-		h.ahead[first] = items
+		h.holdAhead(items)
 		h.behind = true
 		h.read(ctx, false)
 	}
+}
+
+// holdAhead keeps a commit that does not follow the head, within bounds;
+// past them it is let go: the log holds it, and the read that behind asks
+// for brings it.
+func (h *tenantHub) holdAhead(items []*titem) {
+	size := envelopeBytes(items)
+	if len(h.ahead) >= maxTenantAhead || h.aheadBytes+size > maxTenantAheadBytes {
+		return
+	}
+	h.ahead[items[0].Pos] = items
+	h.aheadBytes += size
+}
+
+func (h *tenantHub) dropAhead(first int64) {
+	h.aheadBytes -= envelopeBytes(h.ahead[first])
+	delete(h.ahead, first)
+}
+
+func envelopeBytes(items []*titem) (n int) {
+	for _, it := range items {
+		n += len(it.Envelope)
+	}
+	return n
 }
 
 // applyAhead applies the own commits that follow the head now, and drops
@@ -302,7 +326,7 @@ func (h *tenantHub) own(ctx actor.Context, items []*titem) {
 func (h *tenantHub) applyAhead() {
 	for first, items := range h.ahead {
 		if items[len(items)-1].Pos <= h.head {
-			delete(h.ahead, first)
+			h.dropAhead(first)
 		}
 	}
 	for {
@@ -310,7 +334,7 @@ func (h *tenantHub) applyAhead() {
 		if !ok {
 			return
 		}
-		delete(h.ahead, h.head+1)
+		h.dropAhead(h.head + 1)
 		h.apply(items)
 	}
 }
@@ -320,18 +344,55 @@ func (h *tenantHub) applyAhead() {
 // the log.
 func (h *tenantHub) apply(items []*titem) {
 	h.head = items[len(items)-1].Pos
-	if h.live.len() == 0 {
+	topic := items[0].Topic // a commit is one topic's
+	exact, patterned := h.byTopic[topic], h.matching(topic)
+	if len(exact)+len(patterned) == 0 {
 		return
 	}
-	topic := items[0].Topic // a commit is one topic's
-	for s := range h.byTopic[topic] {
+	if !h.pin(items) {
+		// No room in the read budget: the streams that would hold them
+		// read them from the log, waiting for room as catching-up ones do.
+		for s := range exact {
+			s.demote()
+			h.demote(s)
+		}
+		for _, s := range patterned {
+			if h.live.has(s) {
+				s.demote()
+				h.demote(s)
+			}
+		}
+		return
+	}
+	for s := range exact {
 		h.offer(s, items)
 	}
-	for _, s := range h.matching(topic) {
+	for _, s := range patterned {
 		if h.live.has(s) {
 			h.offer(s, items)
 		}
 	}
+	h.opts.ReadBudget.Shrink(h.tenant, releaseT(items))
+}
+
+// pin takes a reference to each of items for the hub while it offers
+// them, and the bytes of those that nothing held from the tenant's share
+// of the read budget; it takes nothing and says false when there is no
+// room.
+func (h *tenantHub) pin(items []*titem) bool {
+	var n int64
+	for _, it := range items {
+		if it.refs.Add(1) == 1 {
+			n += int64(len(it.Envelope))
+		}
+	}
+	if h.opts.ReadBudget.Grow(h.tenant, n) {
+		return true
+	}
+	for _, it := range items {
+		it.refs.Add(-1) // only the hub adds references: nothing is freed
+	}
+	return false
 }
 
 func (h *tenantHub) offer(s *tstream, items []*titem) {
@@ -498,6 +559,22 @@ type titem struct {
 	event.OfTenant
 	Envelope []byte
 	learned  int64
+	// refs counts the live queues (and the hub, while it offers the item)
+	// that hold it: while there is one, its envelope's bytes are taken,
+	// once, from the tenant's share of the read budget, as a topic's
+	// live items are (item.refs).
+	refs atomic.Int32
+}
+
+// releaseT lets go of one reference to each of items and returns the
+// bytes of those that nothing holds any more.
+func releaseT(items []*titem) (freed int64) {
+	for _, it := range items {
+		if it.refs.Add(-1) == 0 {
+			freed += int64(len(it.Envelope))
+		}
+	}
+	return freed
 }
 
 func tenantItems(events []event.OfTenant, learned int64) []*titem {

@@ -44,10 +44,13 @@ func (s *tstream) take() (items []*titem, demoted, ended bool) {
 	return items, s.demoted, s.ended
 }
 
-func (s *tstream) close() {
+// close stops the queueing for good and hands over what was queued.
+func (s *tstream) close() []*titem {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	items := s.queue
 	s.closed, s.queue, s.bytes = true, nil, 0
-	s.mu.Unlock()
+	return items
 }
 
 func (s *tstream) isEnded() bool {
@@ -80,6 +83,7 @@ func (s *tstream) offer(items []*titem) bool {
 			s.signal()
 			return false
 		}
+		it.refs.Add(1)
 		s.queue = append(s.queue, it)
 		s.bytes += len(it.Envelope)
 		s.through = it.Pos
@@ -154,10 +158,14 @@ type TenantSubscription struct {
 	pageHead         int64
 	atHead           bool
 	items            []*titem
-	demoted, ended   bool
-	pushed           bool
-	learned          int64
-	hold             *limits.Hold
+	// written are the live items the last Next handed out: their bytes
+	// stay taken from the read budget until the next Next says they are
+	// written.
+	written        []*titem
+	demoted, ended bool
+	pushed         bool
+	learned        int64
+	hold           *limits.Hold
 }
 
 // Head is the tenant's head when the stream registered; Position at first
@@ -185,6 +193,7 @@ func (s *TenantSubscription) OnReady(wake func()) {
 // the stream, or ctx.Err().
 func (s *TenantSubscription) Next(ctx context.Context, enc TenantEncoder, b []byte, limit int) ([]byte, error) {
 	s.pushed = false
+	s.releaseWritten()
 	if len(s.page) == 0 {
 		s.hold.Release()
 	}
@@ -209,6 +218,7 @@ func (s *TenantSubscription) handLive(enc TenantEncoder, b []byte, limit int) ([
 			}
 			b = enc.AppendTenantEvent(b, &it.OfTenant, it.Envelope)
 			s.position, s.framed = it.Pos, it.Pos
+			s.written = append(s.written, it)
 			s.items[0] = nil
 			s.items = s.items[1:]
 		}
@@ -320,10 +330,22 @@ func (s *TenantSubscription) Lag() (time.Duration, bool) {
 	return time.Duration(s.router.opts.clock() - s.learned), true
 }
 
+// releaseWritten gives back the bytes of the live items written.
+func (s *TenantSubscription) releaseWritten() {
+	if len(s.written) == 0 {
+		return
+	}
+	s.router.opts.ReadBudget.Shrink(s.tenant, releaseT(s.written))
+	clear(s.written)
+	s.written = s.written[:0]
+}
+
 // Close takes the stream out of its hub and gives back what it holds.
 func (s *TenantSubscription) Close() {
 	s.hold.Release()
-	s.stream.close()
+	s.releaseWritten()
+	freed := releaseT(s.stream.close()) + releaseT(s.items)
+	s.router.opts.ReadBudget.Shrink(s.tenant, freed)
 	s.items = nil
 	s.router.opts.root.Send(s.hub, &tenantUnwatch{stream: s.stream})
 	s.router.tenantStreams(s.tenant, -1)

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/selector"
 )
 
@@ -322,4 +325,63 @@ func TestATenantHubWithNoStreamReadsItsHeadAgain(t *testing.T) {
 	if w := want(order, "a", "b"); !slices.Equal(enc.got, w) {
 		t.Fatalf("got %v, want %v", enc.got, w)
 	}
+}
+
+// The events that tenant streams' live queues hold come from the
+// tenant's share of the read budget once, however many streams hold
+// them, until each has been handed out and written (the next Next) or
+// its stream closed; a commit the budget has no room for sends the
+// streams back to the log, which they read waiting for room, and none
+// loses an event.
+func TestTenantLiveQueuesCountOnceAgainstTheReadBudget(t *testing.T) {
+	const total = 1 << 20
+	budget := limits.NewBudget(total, 0, "read answers")
+	h := newHarnessWith(t, -1, nil, func(o *Options) { o.ReadBudget = budget })
+	var subs []*TenantSubscription
+	for range 20 {
+		subs = append(subs, h.watchTenant(sel(t, nil, []string{"*"}), From{Now: true}))
+	}
+	data := `"` + strings.Repeat("x", 10<<10) + `"`
+	var order []string
+	const n = 150 // 1.5 MB of events: more than the budget holds
+	for i := range n {
+		topic := []string{"a", "b"}[i%2]
+		order = append(order, topic)
+		recv(t, h.sendPublishTo(topic, data), "publish")
+		if held := budget.Held(); held > total {
+			t.Fatalf("the budget holds %d bytes, above its %d", held, total)
+		}
+	}
+	if held := budget.Held(); held < total/2 {
+		t.Fatalf("the live queues hold %d bytes of the budget, want most of it", held)
+	}
+	// Every stream reads now, each on its own goroutine as its client's.
+	got := make([][]string, len(subs))
+	var wg sync.WaitGroup
+	for i, sub := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			enc := &tenantFrames{}
+			drainTenant(t, sub, enc, n)
+			// One more call says the last frames are written, as a
+			// client's writer makes once they are: what they held goes
+			// back.
+			if _, err := sub.Next(context.Background(), enc, nil, 64<<10); err != nil {
+				t.Error(err)
+			}
+			got[i] = enc.got
+		}()
+	}
+	wg.Wait()
+	w := want(order, "a", "b")
+	for i := range got {
+		if !slices.Equal(got[i], w) {
+			t.Fatalf("stream %d got %d events, want %d in order", i, len(got[i]), len(w))
+		}
+	}
+	for _, sub := range subs {
+		sub.Close()
+	}
+	awaitHeld(t, budget, 0, "every stream closed")
 }
