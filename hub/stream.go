@@ -51,14 +51,11 @@ func release(items []*item) (freed int64) {
 	return freed
 }
 
-// stream is the link between the hub and one subscription. The hub pushes
-// committed events into its bounded queue without ever waiting; the
-// subscription's goroutine takes them out. When the queue would overflow,
-// the hub stops pushing and marks the stream demoted: the subscription
-// then reads what it missed from the backlog, so a slow reader costs the
-// hub nothing and loses nothing.
-type stream struct {
-	limit int // bytes of envelopes the queue may hold; fixed
+// link is what a hub and one subscription share besides the queue of a
+// stream (topic or tenant): the signals and the flags that say what the
+// hub decided. Its mutex guards the flags and the queue of the stream
+// that embeds it.
+type link struct {
 	// ready is signalled (capacity 1, never blocking) whenever the queue
 	// gains items, the stream is demoted or ended, or the subscription has
 	// more of its own work to do.
@@ -66,27 +63,88 @@ type stream struct {
 	// done is closed when the hub ends the stream: unlike a signal on
 	// ready, it cannot be taken by one wait and missed by the next.
 	done chan struct{}
-	// overflow, set only in a faults build, replaces demotion (faults_on.go).
-	overflow func(s *stream, it *item) bool
 	// wake, if set (Subscription.OnReady), is called after each signal
 	// that finds ready empty; it must not block.
 	wake func()
 
-	mu sync.Mutex // guards the fields below; the hub and the subscription share them
-	// queue holds events pushed and not yet taken, in sequence order.
+	mu      sync.Mutex // guards the fields below and the embedding stream's queue
+	demoted bool       // the hub stopped pushing; read the backlog after queue
+	ended   bool       // the hub is gone; write queue, then close
+	closed  bool       // the subscription is closed: nothing more is queued
+}
+
+func newLink() link {
+	return link{ready: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// onReady sets wake (see Subscription.OnReady).
+func (l *link) onReady(wake func()) {
+	l.mu.Lock()
+	l.wake = wake
+	l.mu.Unlock()
+}
+
+// isEnded reports whether the hub has ended the stream, taking nothing.
+func (l *link) isEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// demote stops pushes; the subscription catches up from the backlog.
+func (l *link) demote() {
+	l.mu.Lock()
+	l.demoted = true
+	l.signal()
+	l.mu.Unlock()
+}
+
+// end tells the subscription to close after what is queued (the hub is
+// going away). A browser reconnects with Last-Event-ID and loses nothing.
+func (l *link) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		l.ended = true
+		close(l.done)
+	}
+	l.signal()
+}
+
+func (l *link) signal() {
+	select {
+	case l.ready <- struct{}{}:
+		if l.wake != nil {
+			l.wake()
+		}
+	default:
+	}
+}
+
+// stream is the link between the hub and one subscription. The hub pushes
+// committed events into its bounded queue without ever waiting; the
+// subscription's goroutine takes them out. When the queue would overflow,
+// the hub stops pushing and marks the stream demoted: the subscription
+// then reads what it missed from the backlog, so a slow reader costs the
+// hub nothing and loses nothing.
+type stream struct {
+	link
+	limit int // bytes of envelopes the queue may hold; fixed
+	// overflow, set only in a faults build, replaces demotion (faults_on.go).
+	overflow func(s *stream, it *item) bool
+
+	// queue holds events pushed and not yet taken, in sequence order
+	// (guarded by link.mu).
 	queue []*item
 	bytes int // of the envelopes in queue
 	// through is the newest sequence number the stream holds or has been
 	// given: the hub pushes only what comes after it. This is the one place
 	// where an event already delivered is told from a new one.
 	through int64
-	demoted bool // the hub stopped pushing; read the backlog after queue
-	ended   bool // the hub is gone; write queue, then close
-	closed  bool // the subscription is closed: nothing more is queued
 }
 
 func newStream(limit int) *stream {
-	return &stream{limit: limit, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	return &stream{link: newLink(), limit: limit}
 }
 
 // take hands over everything queued, and whether the hub has stopped
@@ -111,13 +169,6 @@ func (s *stream) close() []*item {
 	items := s.queue
 	s.queue, s.bytes = nil, 0
 	return items
-}
-
-// isEnded reports whether the hub has ended the stream, taking nothing.
-func (s *stream) isEnded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
 }
 
 // arm (re)starts pushes after position; the hub calls it in the turn that
@@ -160,36 +211,6 @@ func (s *stream) offer(items []*item) bool {
 		s.signal()
 	}
 	return true
-}
-
-// demote stops pushes; the subscription catches up from the backlog.
-func (s *stream) demote() {
-	s.mu.Lock()
-	s.demoted = true
-	s.signal()
-	s.mu.Unlock()
-}
-
-// end tells the subscription to close after what is queued (the hub is
-// going away). A browser reconnects with Last-Event-ID and loses nothing.
-func (s *stream) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.ended = true
-		close(s.done)
-	}
-	s.signal()
-}
-
-func (s *stream) signal() {
-	select {
-	case s.ready <- struct{}{}:
-		if s.wake != nil {
-			s.wake()
-		}
-	default:
-	}
 }
 
 // streamSet is one of the hub's named sets of streams, as etcd's watcher

@@ -128,11 +128,7 @@ func (s *Subscription) Ready() <-chan struct{} { return s.stream.ready }
 // for something else than Ready (a connection's readability) and must be
 // woken. wake must not block. Call it before the first Next, from the
 // goroutine that calls Next or one that starts it.
-func (s *Subscription) OnReady(wake func()) {
-	s.stream.mu.Lock()
-	s.stream.wake = wake
-	s.stream.mu.Unlock()
-}
+func (s *Subscription) OnReady(wake func()) { s.stream.onReady(wake) }
 
 // Next appends to b, with enc, the frames the stream is owed next, and
 // stops once b holds limit bytes or more. Calling it says that what the

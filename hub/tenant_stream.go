@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,25 +17,21 @@ import (
 // bounded queue, never waiting; when they do not fit, it stops and marks
 // the stream demoted, and the subscription reads the rest from the log.
 type tstream struct {
+	link
 	sel   Selection // fixed
 	limit int       // bytes of envelopes the queue may hold; fixed
-	ready chan struct{}
-	done  chan struct{}
-	wake  func()
 
-	mu      sync.Mutex
-	queue   []*titem
+	queue   []*titem // guarded by link.mu
 	bytes   int
 	through int64 // the newest position queued or given: pushes come after it
-	demoted bool
-	ended   bool
-	closed  bool
 }
 
 func newTStream(sel Selection, limit int) *tstream {
-	return &tstream{sel: sel, limit: limit, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	return &tstream{link: newLink(), sel: sel, limit: limit}
 }
 
+// take hands over everything queued, and whether the hub has demoted or
+// ended the stream after these items.
 func (s *tstream) take() (items []*titem, demoted, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,12 +48,8 @@ func (s *tstream) close() []*titem {
 	return items
 }
 
-func (s *tstream) isEnded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ended
-}
-
+// arm (re)starts pushes after position, in the hub turn that takes the
+// stream live.
 func (s *tstream) arm(position int64) {
 	s.mu.Lock()
 	s.through, s.demoted = position, false
@@ -93,33 +84,6 @@ func (s *tstream) offer(items []*titem) bool {
 		s.signal()
 	}
 	return true
-}
-
-func (s *tstream) demote() {
-	s.mu.Lock()
-	s.demoted = true
-	s.signal()
-	s.mu.Unlock()
-}
-
-func (s *tstream) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.ended = true
-		close(s.done)
-	}
-	s.signal()
-}
-
-func (s *tstream) signal() {
-	select {
-	case s.ready <- struct{}{}:
-		if s.wake != nil {
-			s.wake()
-		}
-	default:
-	}
 }
 
 // TenantEncoder is a wire format of tenant streams: each method appends
@@ -180,11 +144,7 @@ func (s *TenantSubscription) Ready() <-chan struct{} { return s.stream.ready }
 
 // OnReady has wake called each time Ready is signalled while empty (see
 // Subscription.OnReady).
-func (s *TenantSubscription) OnReady(wake func()) {
-	s.stream.mu.Lock()
-	s.stream.wake = wake
-	s.stream.mu.Unlock()
-}
+func (s *TenantSubscription) OnReady(wake func()) { s.stream.onReady(wake) }
 
 // Next appends to b, with enc, the frames the stream is owed next, and
 // stops once b holds limit bytes or more. It may block while it reads the

@@ -31,6 +31,19 @@ type tenantReadAnswer struct {
 	} `json:"gaps"`
 }
 
+// mintAcme makes a token of acme with the admin key, for the publish and
+// subscribe patterns given as JSON list items.
+func (p *proc) mintAcme(t *testing.T, adminKey, publish, subscribe string) string {
+	t.Helper()
+	st, _, b := do(t, "POST", p.base+"/v1/admin/tenants/acme/tokens", adminKey,
+		`{"publish":[`+publish+`],"subscribe":[`+subscribe+`],"ttl":"10m"}`)
+	var tok struct{ Token string }
+	if st != 201 || json.Unmarshal(b, &tok) != nil {
+		t.Fatalf("mint a token: %d %s", st, b)
+	}
+	return tok.Token
+}
+
 // readTenant reads one page of the tenant read with the query q, as token.
 func (p *proc) readTenant(t *testing.T, token, q string) (int, tenantReadAnswer, []byte) {
 	t.Helper()
@@ -148,13 +161,7 @@ func TestTenantReadHonoursTheToken(t *testing.T) {
 	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
 		t.Fatalf("create tenant: %d %s", st, b)
 	}
-	mint := func(publish, subscribe string) string {
-		_, _, b := do(t, "POST", p.base+"/v1/admin/tenants/acme/tokens", "k-123",
-			`{"publish":[`+publish+`],"subscribe":[`+subscribe+`],"ttl":"10m"}`)
-		var tok struct{ Token string }
-		json.Unmarshal(b, &tok)
-		return tok.Token
-	}
+	mint := func(publish, subscribe string) string { return p.mintAcme(t, "k-123", publish, subscribe) }
 	pub := mint(`"*"`, "")
 	for _, topic := range []string{"orders", "refunds", "ord-2"} {
 		if st, _, b := do(t, "POST", p.topicURL(topic, "notify"), pub, `1`); st != 201 {

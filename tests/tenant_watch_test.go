@@ -92,13 +92,7 @@ func TestTenantWatchRefusals(t *testing.T) {
 	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
 		t.Fatalf("create tenant: %d %s", st, b)
 	}
-	mint := func(publish, subscribe string) string {
-		_, _, b := do(t, "POST", p.base+"/v1/admin/tenants/acme/tokens", "k-123",
-			`{"publish":[`+publish+`],"subscribe":[`+subscribe+`],"ttl":"10m"}`)
-		var tok struct{ Token string }
-		json.Unmarshal(b, &tok)
-		return tok.Token
-	}
+	mint := func(publish, subscribe string) string { return p.mintAcme(t, "k-123", publish, subscribe) }
 	pub, sub := mint(`"*"`, ""), mint("", `"ord*"`)
 	many := strings.Repeat("topic=a&", 101)
 	for _, c := range []struct {
