@@ -263,3 +263,25 @@ func TestTenantWatchAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// Rotating a tenant's secrets ends its tenant streams, as it ends its
+// topic streams: their tokens are no longer good.
+func TestRotationEndsTenantStreams(t *testing.T) {
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0")
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
+		t.Fatalf("create tenant: %d %s", st, b)
+	}
+	s := p.watchTenant(t, "pattern=*", map[string]string{"Authorization": "Bearer " + p.mintAcme(t, "k-123", "", `"*"`)})
+	s.hello(t)
+	if st, _, b := do(t, "POST", p.base+"/v1/admin/tenants/acme/rotate", "k-123", ""); st != 200 {
+		t.Fatalf("rotate: %d %s", st, b)
+	}
+	select {
+	case f, ok := <-s.frames:
+		if ok {
+			t.Fatalf("after the rotation the stream sent %+v", f)
+		}
+	case <-time.After(wait):
+		t.Fatal("the tenant stream outlived the rotation")
+	}
+}
