@@ -89,7 +89,7 @@ func TestBench(t *testing.T) {
 			}
 			ran = append(ran, l.Target+" "+l.Scenario)
 		}
-		for _, s := range []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup", "topics"} {
+		for _, s := range []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup", "topics", "tenant-idle"} {
 			if !slices.Contains(ran, "edgehub "+s) {
 				t.Errorf("no edgehub measurement of %s", s)
 			}

@@ -62,7 +62,7 @@ var scales = map[string]sizes{
 var (
 	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse")
 	defaultScenarios = []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup",
-		"topics"}
+		"topics", "tenant-idle"}
 )
 
 // benchCase is one scenario at one size: each target runs it once a round.
@@ -185,7 +185,7 @@ func benchMain(args []string) int {
 		return fail(errors.New("--rounds must be at least 1"))
 	}
 	limit := raiseOpenFiles()
-	if capN := int(limit) - 500; sz.idle > capN && slices.Contains(scenarios, "idle") {
+	if capN := int(limit) - 500; sz.idle > capN && (slices.Contains(scenarios, "idle") || slices.Contains(scenarios, "tenant-idle")) {
 		fmt.Fprintf(os.Stderr, "edgeload bench: idle capped at %d streams: the open-files limit is %d per process (ulimit -n), and the server holds one per stream\n", capN, limit)
 		sz.idle = capN
 	}
@@ -454,6 +454,17 @@ func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 				run: func(ctx context.Context, t Target) (*result, error) {
 					return idle(ctx, t, n, settle)
 				}})
+		case "tenant-idle":
+			for _, n := range []int{0, sz.idle} {
+				cs = append(cs, &benchCase{scenario: s,
+					title: fmt.Sprintf("tenant-idle: publish16 (%d events) on a tenant holding %d idle tenant streams "+
+						"of other topics (half exact, half patterns)", sz.publish16, n),
+					params:  map[string]any{"publishers": 16, "events": sz.publish16, "tenant_streams": n},
+					metrics: append([]string{"events_per_s"}, lat...),
+					run: func(ctx context.Context, t Target) (*result, error) {
+						return tenantIdle(ctx, t, n, sz.publish16)
+					}})
+			}
 		case "catchup":
 			n := sz.catchup
 			cs = append(cs, &benchCase{scenario: s,

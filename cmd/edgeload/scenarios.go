@@ -474,6 +474,59 @@ func idle(ctx context.Context, t Target, n int, settle time.Duration) (*result, 
 	return r, nil
 }
 
+// tenantWatcher is a target with tenant streams (Edgehub), for
+// tenant-idle.
+type tenantWatcher interface {
+	WatchTenant(ctx context.Context, query string, ready func()) error
+}
+
+// tenantIdle opens n tenant streams of the publishers' tenant that select
+// other topics, half by exact name and half by pattern, and then runs
+// publish16: what idle tenant streams cost a publish.
+func tenantIdle(ctx context.Context, t Target, n, events int) (*result, error) {
+	tw, ok := t.(tenantWatcher)
+	if !ok {
+		return nil, fmt.Errorf("%s has no tenant streams", t.Name())
+	}
+	var done sync.WaitGroup
+	defer done.Wait()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ready sync.WaitGroup
+	failed := make(chan error, n)
+	gate := make(chan struct{}, 64) // streams opening at once
+	for i := range n {
+		q := fmt.Sprintf("topic=idle-%d", i)
+		if i%2 == 1 {
+			q = fmt.Sprintf("pattern=idle-%d-*", i)
+		}
+		ready.Add(1)
+		gate <- struct{}{}
+		done.Go(func() {
+			var once sync.Once
+			mark := func() { once.Do(func() { <-gate; ready.Done() }) }
+			err := tw.WatchTenant(wctx, q, mark)
+			if wctx.Err() == nil {
+				failed <- fmt.Errorf("tenant stream %s: %w", q, err)
+			}
+			mark()
+		})
+	}
+	ready.Wait()
+	select {
+	case err := <-failed:
+		return nil, err
+	default:
+	}
+	r, err := publishers(ctx, t, 16, events)
+	select {
+	case ferr := <-failed:
+		return nil, ferr
+	default:
+	}
+	return r, err
+}
+
 // topics publishes one event to each of n topics from 16 publishers:
 // topics a second and the server's resident memory after. For a target
 // that counts the topics it holds in memory, it then waits (up to a

@@ -33,7 +33,7 @@ const (
 )
 
 func (c *centrifugo) Name() string           { return "centrifugo" }
-func (c *centrifugo) Supports(s string) bool { return !isDSScenario(s) }
+func (c *centrifugo) Supports(s string) bool { return !isDSScenario(s) && s != "tenant-idle" }
 func (c *centrifugo) PID() int               { return c.proc.pid() }
 
 // centrifugoConfig is the configuration file (v6 key names). History is

@@ -169,6 +169,19 @@ func (e *edgehub) Watch(ctx context.Context, topic string, fromStart bool, ready
 	})
 }
 
+// WatchTenant opens one tenant stream of the bench tenant with query (its
+// selectors), live from now, and calls ready once it is registered; any
+// event it is sent is an error (tenant-idle's streams select none).
+func (e *edgehub) WatchTenant(ctx context.Context, query string, ready func()) error {
+	return watchLoop(ctx, e.addr(), "/v1/tenants/bench/watch?"+query, func(event, data []byte) error {
+		if string(event) == "hello" {
+			ready()
+			return nil
+		}
+		return fmt.Errorf("an idle tenant stream was sent %s %s", event, data)
+	})
+}
+
 // HubsActive reads edgehub_hubs_active from the first process's /metrics.
 func (e *edgehub) HubsActive(ctx context.Context) (float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.addrs[0]+"/metrics", nil)

@@ -40,9 +40,11 @@ type mercure struct {
 // trusts with the key of its start.
 const mercureIssuer = "https://edgeload.invalid"
 
-func (m *mercure) Name() string           { return "mercure" }
-func (m *mercure) Supports(s string) bool { return !isDSScenario(s) && s != "batch" }
-func (m *mercure) PID() int               { return m.proc.pid() }
+func (m *mercure) Name() string { return "mercure" }
+func (m *mercure) Supports(s string) bool {
+	return !isDSScenario(s) && s != "batch" && s != "tenant-idle"
+}
+func (m *mercure) PID() int { return m.proc.pid() }
 
 // mercureCaddyfile is the hub's configuration: one loopback site, no
 // HTTPS and no admin API, errors only in the log (as Centrifugo's), and
