@@ -150,3 +150,40 @@ test('browser over TLS: HTTP/2 lets one page hold more than six streams', async 
     await hub.close();
   }
 });
+
+test('browser: one tenant stream carries twelve topics in position order, and resumes across a kill -9', async () => {
+  const hub = new Hub();
+  await hub.start();
+  try {
+    // Twelve topics: six named exactly, six by one pattern. More than a
+    // browser's six HTTP/1.1 connections to a server, in one EventSource.
+    const exact = ['t0', 't1', 't2', 't3', 't4', 't5'];
+    const rooms = ['room:0', 'room:1', 'room:2', 'room:3', 'room:4', 'room:5'];
+    const q = exact.map((t) => 'topic=' + t).join('&') + '&pattern=' + encodeURIComponent('room:*');
+    const p = await page(hub, `${hub.base}/v1/tenants/acme/watch?${q}&after=0`);
+    const sent = [];
+    for (const [i, topic] of [...exact, ...rooms].entries()) {
+      await hub.publish(topic, i);
+      sent.push(topic);
+      await hub.publish('elsewhere', i); // not selected
+    }
+    await p.waitForFunction(() => window.seen.messages.length === 12, null, { timeout: 20000 });
+    await hub.restart('SIGKILL');
+    for (const topic of ['room:9', 'elsewhere', 't0']) {
+      await hub.publish(topic, 'after');
+      if (topic !== 'elsewhere') sent.push(topic);
+    }
+    await p.waitForFunction(() => window.seen.messages.length >= 14, null, { timeout: 20000 });
+    const s = await seen(p);
+    assert.deepEqual(s.messages.map((m) => m.data.topic), sent);
+    const positions = s.messages.map((m) => m.data.pos);
+    assert.deepEqual(s.messages.map((m) => m.id), positions.map(String), 'each id is the position');
+    assert.deepEqual([...positions].sort((a, b) => a - b), positions, 'in position order');
+    assert.equal(new Set(positions).size, positions.length, 'each once');
+    assert.ok(s.hellos.length >= 2, 'reconnected');
+    assert.equal(s.hellos[1].position, positions[11], 'the reconnect carried the last position');
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
