@@ -23,6 +23,7 @@ import (
 	"github.com/edgehub/edgehub/metrics"
 	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/selector"
 )
 
 // Config is the HTTP side of the command line. Its tags are flags of
@@ -130,9 +131,10 @@ type Server struct {
 
 	mu      sync.Mutex // guards streams and ending
 	streams map[*sseStream]struct{}
-	// onTopic counts the open streams of each tenant's topics, for the
-	// topic list.
+	// onTopic counts the open topic streams of each tenant's topics, and
+	// onTenant holds each tenant's open tenant streams, for the topic list.
 	onTopic     map[string]map[string]int
+	onTenant    map[string]map[*sseStream]struct{}
 	ending      bool           // EndStreams has begun
 	streamsDone sync.WaitGroup // one count per tracked stream
 	// fanout writes the live pushes of the streams taken over from
@@ -156,7 +158,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 			*b = limits.NewBudget(0, 0, "")
 		}
 	}
-	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{},
+	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{}, onTenant: map[string]map[*sseStream]struct{}{},
 		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout()}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
@@ -260,7 +262,11 @@ func (s *Server) track(st *sseStream) bool {
 	s.streams[st] = struct{}{}
 	s.streamsDone.Add(1)
 	if st.topicSub == nil {
-		return true // a tenant stream: the topic list does not count it yet (plan 039)
+		if s.onTenant[st.tenant] == nil {
+			s.onTenant[st.tenant] = map[*sseStream]struct{}{}
+		}
+		s.onTenant[st.tenant][st] = struct{}{}
+		return true
 	}
 	if s.onTopic[st.tenant] == nil {
 		s.onTopic[st.tenant] = map[string]int{}
@@ -277,6 +283,10 @@ func (s *Server) untrack(st *sseStream) {
 		delete(s.streams, st)
 		s.streamsDone.Done()
 		if st.topicSub == nil {
+			delete(s.onTenant[st.tenant], st)
+			if len(s.onTenant[st.tenant]) == 0 {
+				delete(s.onTenant, st.tenant)
+			}
 			return
 		}
 		topics := s.onTopic[st.tenant]
@@ -289,11 +299,43 @@ func (s *Server) untrack(st *sseStream) {
 	}
 }
 
-// openOn is a copy of the counts of the tenant's open streams by topic.
-func (s *Server) openOn(tenant string) map[string]int {
+// openOn is what the topic list counts of the tenant's open streams: by
+// topic, its topic streams and the tenant streams that name it exactly
+// (watching it, they make it exist); and the tenant streams that select
+// by pattern, grouped by their selection, for the topics listed.
+func (s *Server) openOn(tenant string) (map[string]int, []selectionCount) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maps.Clone(s.onTopic[tenant])
+	open := maps.Clone(s.onTopic[tenant])
+	if open == nil {
+		open = map[string]int{}
+	}
+	groups := map[string]*selectionCount{}
+	for st := range s.onTenant[tenant] {
+		for _, t := range st.sel.Exact() {
+			open[t]++
+		}
+		if !st.sel.Patterned() {
+			continue
+		}
+		k := st.sel.Key()
+		if g := groups[k]; g != nil {
+			g.n++
+		} else {
+			groups[k] = &selectionCount{sel: st.sel, n: 1}
+		}
+	}
+	counts := make([]selectionCount, 0, len(groups))
+	for _, g := range groups {
+		counts = append(counts, *g)
+	}
+	return open, counts
+}
+
+// selectionCount is n open tenant streams with one selection.
+type selectionCount struct {
+	sel *selector.Set
+	n   int
 }
 
 type topicHandler func(w http.ResponseWriter, r *http.Request, tenant, topic string)

@@ -187,17 +187,31 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request, tenant string) {
 	match := func(topic string) bool {
 		return auth.MatchAny([]string{pattern}, topic) && auth.MatchAny(grants, topic)
 	}
+	open, patterned := s.openOn(tenant)
+	if len(patterned) > 0 {
+		// Each listed topic is tested against each selection of the
+		// tenant streams open here: a page is shortened to bound that.
+		limit = min(limit, max(1, patternTestsMax/len(patterned)))
+	}
 	listed, next, complete, err := s.deps.Log.Topics(r.Context(), tenant, after, match, limit)
 	if s.refuseRead(w, err, "topics", tenant, "") {
 		return
 	}
-	open := s.openOn(tenant)
 	listed, next = withWatched(listed, next, complete, open, after, match, limit)
+	streams := func(topic string) int {
+		n := open[topic]
+		for _, g := range patterned {
+			if !g.sel.Names(topic) && g.sel.MatchPattern(topic) {
+				n += g.n
+			}
+		}
+		return n
+	}
 	a := s.newAnswer(tenant, page, true)
 	defer a.close()
 	err = a.Expect(int64(len(listed)*topicListBytes + 100))
 	if err == nil {
-		err = writeTopicList(a, listed, open, next)
+		err = writeTopicList(a, listed, streams, next)
 	}
 	if err == nil {
 		err = a.Done()
@@ -208,6 +222,10 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request, tenant string) {
 	page.Keep(a.Memory())
 	s.write(w, a)
 }
+
+// patternTestsMax bounds the tests of listed topics against the
+// selections of the tenant streams open here, in one topic list.
+const patternTestsMax = 100_000
 
 // withWatched merges into a page of the log's topics those that streams
 // here watch and the log does not hold yet: up to where the log's page
@@ -237,7 +255,7 @@ func withWatched(listed []backlog.TopicInfo, next string, complete bool, open ma
 
 // writeTopicList writes
 // {"topics":[{"topic":T,"head":H,"first":F,"streams":N},...],"next_after":"T"}.
-func writeTopicList(w io.Writer, listed []backlog.TopicInfo, open map[string]int, next string) error {
+func writeTopicList(w io.Writer, listed []backlog.TopicInfo, streams func(topic string) int, next string) error {
 	b := append(make([]byte, 0, 4<<10), `{"topics":[`...)
 	for i, t := range listed {
 		if i > 0 {
@@ -250,7 +268,7 @@ func writeTopicList(w io.Writer, listed []backlog.TopicInfo, open map[string]int
 		b = append(b, `,"first":`...)
 		b = strconv.AppendInt(b, t.First, 10)
 		b = append(b, `,"streams":`...)
-		b = strconv.AppendInt(b, int64(open[t.Topic]), 10)
+		b = strconv.AppendInt(b, int64(streams(t.Topic)), 10)
 		b = append(b, '}')
 		if len(b) >= 4<<10 {
 			if _, err := w.Write(b); err != nil {

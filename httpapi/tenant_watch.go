@@ -62,6 +62,6 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	s.deps.Metrics.StreamsOpen.Inc()
-	st := &sseStream{s: s, sub: tenantSource{sub}, release: release, tenant: tenant}
+	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant}
 	st.serveOn(w, r)
 }

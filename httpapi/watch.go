@@ -12,6 +12,7 @@ import (
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/refusal"
+	"github.com/edgehub/edgehub/selector"
 	"github.com/edgehub/edgehub/sse"
 )
 
@@ -157,7 +158,10 @@ type sseStream struct {
 	sub source
 	// topicSub is sub, for a topic's stream (nil for a tenant's): what
 	// has a snapshot and may be written from the pool.
-	topicSub      *hub.Subscription
+	topicSub *hub.Subscription
+	// sel is a tenant stream's selection (nil for a topic's), which the
+	// topic list counts it by.
+	sel           *selector.Set
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire

@@ -5,6 +5,10 @@
 package selector
 
 import (
+	"slices"
+	"strconv"
+	"strings"
+
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/refusal"
@@ -68,6 +72,9 @@ func (s *Set) Exact() []string {
 	return topics
 }
 
+// Names says whether topic is one of the exact topics.
+func (s *Set) Names(topic string) bool { return s.exact[topic] }
+
 // Patterned says whether some topics are selected by pattern, which a
 // tenant hub tests once per topic (MatchPattern).
 func (s *Set) Patterned() bool { return len(s.patterns) > 0 }
@@ -76,4 +83,20 @@ func (s *Set) Patterned() bool { return len(s.patterns) > 0 }
 // grants; Match is this or an exact name.
 func (s *Set) MatchPattern(topic string) bool {
 	return auth.MatchAny(s.patterns, topic) && auth.MatchAny(s.grants, topic)
+}
+
+// Key is the same string for two sets that select the same way (the same
+// exact topics, patterns and grants, in any order), for counting streams
+// by selection.
+func (s *Set) Key() string {
+	var b strings.Builder
+	for _, part := range [][]string{s.Exact(), s.patterns, s.grants} {
+		sorted := slices.Sorted(slices.Values(part))
+		b.WriteString(strconv.Itoa(len(sorted)))
+		for _, v := range sorted {
+			b.WriteString("|" + strconv.Itoa(len(v)) + ":" + v)
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }

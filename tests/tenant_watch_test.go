@@ -285,3 +285,60 @@ func TestRotationEndsTenantStreams(t *testing.T) {
 		t.Fatal("the tenant stream outlived the rotation")
 	}
 }
+
+// The topic list counts the tenant streams open on a topic beside its
+// topic streams: those that name it, once, and those whose patterns
+// select it; a topic a tenant stream names exactly is watched, so it is
+// listed (head 0) before anything is published to it.
+func TestTopicListingCountsTenantStreams(t *testing.T) {
+	p := start(t, t.TempDir())
+	p.publish(t, "orders", `1`)
+	p.publish(t, "refunds", `1`)
+	for _, q := range []string{"topic=ghost&pattern=ord*", "pattern=*", "topic=orders&pattern=ord*"} {
+		p.watchTenant(t, q, nil).hello(t)
+	}
+	p.watch(t, "orders", "", nil).hello(t)
+	// orders: the topic stream, the two ord* streams (the second names it
+	// too, counted once) and the * stream; refunds and ghost: the *
+	// stream, and ghost the stream that names it.
+	if _, got, _ := p.listTopics(t, "", ""); got != "ghost:0/0/2 orders:1/1/4 refunds:1/1/1 next=refunds" {
+		t.Fatalf("the topic list: %s", got)
+	}
+}
+
+// A topic list tests each listed topic against each distinct selection
+// of the tenant streams open here: with many of them, its pages are
+// shortened (100 000 tests at most), and paging still reaches every
+// topic once.
+func TestTopicListingBoundsItsPatternTests(t *testing.T) {
+	p := start(t, t.TempDir())
+	const topics, selections = 900, 120
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < topics; i += 8 {
+				p.publish(t, fmt.Sprintf("t%03d", i), `1`)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range selections {
+		p.watchTenant(t, fmt.Sprintf("pattern=t%03d", i), nil).hello(t)
+	}
+	_, _, page := p.listTopics(t, "", "limit=1000")
+	if want := 100_000 / selections; len(page.Topics) != want {
+		t.Fatalf("a page of %d topics with %d selections open, want %d", len(page.Topics), selections, want)
+	}
+	seen := len(page.Topics)
+	for after := page.NextAfter; ; {
+		_, _, next := p.listTopics(t, "", "limit=1000&after="+after)
+		if len(next.Topics) == 0 {
+			break
+		}
+		seen += len(next.Topics)
+		after = next.NextAfter
+	}
+	if seen != topics {
+		t.Fatalf("paging listed %d topics, want %d", seen, topics)
+	}
+}
