@@ -90,9 +90,15 @@ const (
 	maxTenantAheadBytes = 4 << 20
 )
 
-// matchedTopicsMax bounds the topics whose matching pattern streams a
-// tenant hub remembers.
-const matchedTopicsMax = 4096
+// matchedTopicsMax and matchedStreamsMax bound what a tenant hub
+// remembers of its pattern tests: the topics, and the streams listed
+// over all of them (10 000 pattern streams that all match would
+// otherwise list 10 000 for each topic remembered). Past either, it
+// forgets them all and tests again.
+const (
+	matchedTopicsMax  = 4096
+	matchedStreamsMax = 1 << 20
+)
 
 // tenantHub is the actor of one tenant's order. All its fields are owned
 // by its Receive.
@@ -115,6 +121,8 @@ type tenantHub struct {
 	byTopic   map[string]map[*tstream]struct{}
 	patterned map[*tstream]struct{}
 	matched   map[string][]*tstream
+	// matchedStreams is the streams listed over all of matched.
+	matchedStreams int
 
 	// ahead holds own commits that do not follow head yet, by first
 	// position; aheadBytes is their envelopes' bytes.
@@ -234,7 +242,7 @@ func (h *tenantHub) addLive(s *tstream) {
 	}
 	if s.sel.Patterned() {
 		h.patterned[s] = struct{}{}
-		clear(h.matched)
+		h.forgetMatched()
 	}
 }
 
@@ -253,7 +261,7 @@ func (h *tenantHub) removeLive(s *tstream) {
 	}
 	if _, ok := h.patterned[s]; ok {
 		delete(h.patterned, s)
-		clear(h.matched)
+		h.forgetMatched()
 	}
 }
 
@@ -272,11 +280,19 @@ func (h *tenantHub) matching(topic string) []*tstream {
 			m = append(m, s)
 		}
 	}
-	if len(h.matched) >= matchedTopicsMax {
-		clear(h.matched)
+	if len(h.matched) >= matchedTopicsMax || h.matchedStreams+len(m) > matchedStreamsMax {
+		h.forgetMatched()
 	}
 	h.matched[topic] = m
+	h.matchedStreams += len(m)
 	return m
+}
+
+// forgetMatched forgets every pattern test: the live pattern streams
+// changed, or what is remembered reached its bounds.
+func (h *tenantHub) forgetMatched() {
+	clear(h.matched)
+	h.matchedStreams = 0
 }
 
 // own applies a commit of this process's: at once if it follows the head,
@@ -431,7 +447,7 @@ func (h *tenantHub) endAll() {
 	}
 	clear(h.byTopic)
 	clear(h.patterned)
-	clear(h.matched)
+	h.forgetMatched()
 }
 
 // tick reads the log after the head now and then while streams are live,

@@ -13,6 +13,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/limits"
+	"github.com/edgehub/edgehub/metrics"
 	"github.com/edgehub/edgehub/selector"
 )
 
@@ -384,4 +385,32 @@ func TestTenantLiveQueuesCountOnceAgainstTheReadBudget(t *testing.T) {
 		sub.Close()
 	}
 	awaitHeld(t, budget, 0, "every stream closed")
+}
+
+// What a tenant hub remembers of its pattern tests stays within its
+// bounds however many topics its pattern streams match: 300 streams
+// matching every one of 10 000 topics would list three million.
+func TestRememberedPatternTestsAreBounded(t *testing.T) {
+	h := newTenantHub("t", &Options{Metrics: metrics.New()})
+	for range 300 {
+		s := newTStream(sel(t, nil, []string{"*"}), 1<<20)
+		h.addLive(s)
+	}
+	most := 0
+	for i := range 10_000 {
+		if got := len(h.matching(fmt.Sprintf("topic-%d", i))); got != 300 {
+			t.Fatalf("topic %d matched %d streams, want 300", i, got)
+		}
+		listed := 0
+		for _, m := range h.matched {
+			listed += len(m)
+		}
+		if listed != h.matchedStreams || listed > matchedStreamsMax || len(h.matched) > matchedTopicsMax {
+			t.Fatalf("after %d topics: %d topics remembered listing %d streams (counted %d)", i+1, len(h.matched), listed, h.matchedStreams)
+		}
+		most = max(most, listed)
+	}
+	if most < matchedStreamsMax-300 {
+		t.Fatalf("at most %d streams listed: the bound was never reached", most)
+	}
 }
