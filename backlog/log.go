@@ -109,6 +109,8 @@ type Log interface {
 	Stream(ctx context.Context, tenant, name string) (StreamInfo, bool, error)
 	// Head is the sequence number of the topic's newest event, 0 for none.
 	Head(ctx context.Context, tenant, topic string) (int64, error)
+	// TenantHead is the position of the tenant's newest event, 0 for none.
+	TenantHead(ctx context.Context, tenant string) (int64, error)
 	// Ping tells whether the log is open and answering.
 	Ping(ctx context.Context) error
 	Close() error

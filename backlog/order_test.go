@@ -100,6 +100,11 @@ func TestTenantPositionsHaveNoHole(t *testing.T) {
 	if other := readOrder(t, l, "other", matchAll); len(other) != 1 || other[0].Pos != 1 {
 		t.Fatalf("another tenant's order: %+v", other)
 	}
+	for tenant, want := range map[string]int64{"acme": 12, "other": 1, "nobody": 0} {
+		if head, err := l.TenantHead(ctx, tenant); err != nil || head != want {
+			t.Fatalf("the head of %s: %d, %v; want %d", tenant, head, err, want)
+		}
+	}
 	// A filter leaves topics out but not positions: the rest keep theirs.
 	onlyB := readOrder(t, l, "acme", func(topic string) bool { return topic == "b" })
 	if len(onlyB) != 4 || onlyB[0].Pos != 8 || onlyB[1].Pos != 10 || onlyB[3].Pos != 12 {

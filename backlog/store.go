@@ -316,6 +316,20 @@ func (s *Store) Head(ctx context.Context, tenant, topic string) (int64, error) {
 	return head, s.seen(ctx)
 }
 
+// TenantHead is the position of the tenant's newest event, 0 for none:
+// where a tenant hub starts.
+func (s *Store) TenantHead(ctx context.Context, tenant string) (int64, error) {
+	var head int64
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT pos FROM usage WHERE tenant = ?`), tenant).Scan(&head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the head of tenant %s: %w", tenant, err)
+	}
+	return head, s.seen(ctx)
+}
+
 // topicRow is a topic's row as a read transaction sees it.
 type topicRow struct {
 	id, head, trimmed int64

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -487,8 +486,8 @@ func (h *tenantHub) read(ctx actor.Context, first bool) {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if first {
-			page, err := opts.Log.ReadTenant(c, tenant, math.MaxInt64, func(string) bool { return false }, 1, 0)
-			opts.root.Send(self, &tenantRead{page: page, err: err, first: true})
+			head, err := opts.Log.TenantHead(c, tenant)
+			opts.root.Send(self, &tenantRead{page: backlog.TenantPage{Head: head}, err: err, first: true})
 			return
 		}
 		release, refused := opts.ReadBudget.TryTake(tenant, 2*tenantReadBytes)

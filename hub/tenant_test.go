@@ -195,7 +195,7 @@ type tenantReadHook struct {
 
 func (r tenantReadHook) ReadTenant(ctx context.Context, tenant string, after int64, match func(string) bool, limit, maxBytes int) (backlog.TenantPage, error) {
 	p, err := r.Log.ReadTenant(ctx, tenant, after, match, limit, maxBytes)
-	if f := r.after.Load(); f != nil && *f != nil && after != 1<<63-1 {
+	if f := r.after.Load(); f != nil && *f != nil {
 		(*f)()
 	}
 	return p, err
