@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -114,8 +115,9 @@ type Router struct {
 	manager *actors.Manager // owns one hub per topic
 	tenants *actors.Manager // owns one tenant hub per tenant with tenant streams
 
-	watchedMu sync.Mutex
-	watched   map[string]int // tenant streams open, by tenant
+	watchedMu  sync.Mutex
+	watched    map[string]int // tenant streams open, by tenant
+	watchedAll atomic.Int64   // in all, changed under watchedMu
 }
 
 // Key is the manager key of a topic. A tenant's name cannot hold '/' (a

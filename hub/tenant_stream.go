@@ -347,6 +347,7 @@ func (r *Router) WatchTenant(ctx context.Context, tenant string, sel Selection, 
 func (r *Router) tenantStreams(tenant string, delta int) {
 	r.watchedMu.Lock()
 	defer r.watchedMu.Unlock()
+	r.watchedAll.Add(int64(delta))
 	if n := r.watched[tenant] + delta; n > 0 {
 		r.watched[tenant] = n
 	} else {
@@ -356,6 +357,9 @@ func (r *Router) tenantStreams(tenant string, delta int) {
 
 // tenantWatched says whether the tenant has tenant streams open here.
 func (r *Router) tenantWatched(tenant string) bool {
+	if r.watchedAll.Load() == 0 {
+		return false // most commits, on a server with no tenant stream
+	}
 	r.watchedMu.Lock()
 	defer r.watchedMu.Unlock()
 	return r.watched[tenant] > 0
