@@ -165,7 +165,7 @@ func (v *Verifier) issued(ctx context.Context, store Store, iss *Issuer, hdr hea
 		// without one is held to its type by the library.
 		methods := asymmetric
 		if k.alg != "" {
-			if f := family(k.alg); f == "" || f == "HS" {
+			if f := family(k.alg); f == "" || f == "HS" && iss.JWKSURL != "" {
 				continue // a JWKS holds no shared secret, and no other kind
 			}
 			methods = families[family(k.alg)]
