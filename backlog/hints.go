@@ -35,6 +35,8 @@ const maxHint = 7900
 //
 //	c PROCESS TENANT TOPIC FIRST LAST [TENANT TOPIC FIRST LAST ...]
 //	t PROCESS TENANT          the tenant was deleted or rotated
+//	r PROCESS TENANT i NAME   its issuer NAME was replaced or removed
+//	r PROCESS TENANT j JTI    its token id JTI (path-escaped) was revoked
 type hinter struct {
 	process string // this process's id: its own hints are not for it
 	listen  *pgx.ConnConfig
@@ -99,6 +101,10 @@ type Hints struct {
 	Commit func(tenant, topic string, first, last int64)
 	// TenantEnded says another process deleted or rotated a tenant.
 	TenantEnded func(tenant string)
+	// Revoked says another process revoked what ends a tenant's streams
+	// opened with it: an issuer's registration (RevokedIssuer) or a token
+	// id (RevokedToken).
+	Revoked func(tenant, kind, name string)
 	// Listening says whether hints are heard. After a false, hints may
 	// have been lost: at the next true every hub must read its head.
 	Listening func(on bool)
@@ -189,6 +195,13 @@ func (h *hinter) dispatch(payload string, on Hints) error {
 	switch {
 	case words[0] == "t" && len(words) == 3 && names.Valid(words[2]):
 		on.TenantEnded(words[2])
+		return nil
+	case words[0] == "r" && len(words) == 5 && names.Valid(words[2]) && (words[3] == RevokedIssuer || words[3] == RevokedToken):
+		name, err := url.PathUnescape(words[4])
+		if err != nil {
+			return fmt.Errorf("%w: %q", errBadHint, payload)
+		}
+		on.Revoked(words[2], words[3], name)
 		return nil
 	case words[0] == "c" && len(words) > 2 && (len(words)-2)%4 == 0:
 		for w := words[2:]; len(w) > 0; w = w[4:] {

@@ -81,6 +81,8 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 			{"doomed webhook keys", `INSERT INTO doomed_tenants (name, id, deleted) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
 				[]any{name, id, s.now().UnixNano()}},
 			{"topics", `DELETE FROM topics WHERE tenant = ?`, []any{name}},
+			{"issuers", `DELETE FROM issuers WHERE tenant = ?`, []any{name}},
+			{"revoked tokens", `DELETE FROM revoked_tokens WHERE tenant = ?`, []any{name}},
 		} {
 			if _, err := tx.ExecContext(ctx, s.q(step.sql), step.args...); err != nil {
 				return fmt.Errorf("delete %s of tenant %s: %w", step.what, name, err)

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/httpapi"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/refusal"
@@ -32,7 +32,7 @@ const (
 // find checks a read's credentials and reads its stream: a stream that
 // does not exist (or has expired) is 404, one deleted while forks read
 // it 410.
-func (p *Protocol) find(w http.ResponseWriter, r *http.Request, tenant, name string) (*backlog.StreamInfo, auth.Tenant, bool) {
+func (p *Protocol) find(w http.ResponseWriter, r *http.Request, tenant, name string) (*backlog.StreamInfo, httpapi.Access, bool) {
 	ten, aerr := p.g.AuthorizeRead(r, tenant, name)
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
@@ -66,11 +66,11 @@ func (p *Protocol) head(w http.ResponseWriter, r *http.Request, tenant, name str
 }
 
 // touch restarts a sliding TTL: a read keeps its stream alive.
-func (p *Protocol) touch(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, ten auth.Tenant, tenant, name string) bool {
+func (p *Protocol) touch(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, ten httpapi.Access, tenant, name string) bool {
 	if info.Config.TTL < 0 {
 		return true
 	}
-	_, ok := p.g.CommitQuiet(w, r, &backlog.Publish{Tenant: tenant, Topic: name, Stream: &backlog.StreamOp{Touch: true}}, ten)
+	_, ok := p.g.CommitQuiet(w, r, &backlog.Publish{Tenant: tenant, Topic: name, Stream: &backlog.StreamOp{Touch: true}}, ten.Tenant)
 	return ok
 }
 
@@ -114,14 +114,14 @@ func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name str
 		return
 	}
 	if o.start && (q.Get("snapshot") == "1" || q.Get("snapshot") == "true") && jsonMode(info.Config.ContentType) {
-		p.fromSnapshot(w, r, info, tenant, name, live == "sse")
+		p.fromSnapshot(w, r, info, ten, tenant, name, live == "sse")
 		return
 	}
 	switch {
 	case live == "sse":
-		p.sse(w, r, info, tenant, name, after, nil)
+		p.sse(w, r, info, ten, tenant, name, after, nil)
 	case live == "long-poll" && (after >= info.Head || o.now):
-		p.longPoll(w, r, info, tenant, name, after)
+		p.longPoll(w, r, info, ten, tenant, name, after)
 	default:
 		p.catchUp(w, r, info, tenant, name, after, o.now, live != "")
 	}
@@ -238,8 +238,10 @@ func (p *Protocol) cacheControl() string {
 }
 
 // watch registers a live read with the stream's hub, under the stream
-// limits; done gives back what it holds.
-func (p *Protocol) watch(w http.ResponseWriter, r *http.Request, tenant, name string, after int64) (*hub.Subscription, func(), bool) {
+// limits, and holds its credential, so that a revocation ends it; done
+// gives back what it holds.
+func (p *Protocol) watch(w http.ResponseWriter, r *http.Request, access httpapi.Access, name string, after int64) (*hub.Subscription, func(), bool) {
+	tenant := access.Tenant.Name
 	release, refused := p.g.OpenStream(tenant)
 	if refused != nil {
 		p.g.WriteError(w, refused)
@@ -253,12 +255,19 @@ func (p *Protocol) watch(w http.ResponseWriter, r *http.Request, tenant, name st
 		}
 		return nil, nil, false
 	}
-	return sub, func() { sub.Close(); release() }, true
+	forget := p.g.HoldCredential(access, sub.End)
+	done := func() { forget(); sub.Close(); release() }
+	if aerr := p.g.StillThere(r, access, name); aerr != nil {
+		done()
+		p.g.WriteError(w, aerr)
+		return nil, nil, false
+	}
+	return sub, done, true
 }
 
 // longPoll waits, for at most the long-poll time, for events after
 // after, or the stream's closure.
-func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64) {
+func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, access httpapi.Access, tenant, name string, after int64) {
 	h := w.Header()
 	if info.Config.Closed {
 		streamHeaders(h, info, after)
@@ -267,7 +276,7 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 		return
 	}
 	closing := p.closing.wait(tenant, name)
-	sub, done, ok := p.watch(w, r, tenant, name, after)
+	sub, done, ok := p.watch(w, r, access, name, after)
 	if !ok {
 		return
 	}
@@ -334,13 +343,13 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 // sse streams the events after after as the protocol's data and control
 // events, until the stream closes, the client leaves, the server ends
 // its streams, or the SSE life is over (the client then reconnects).
-func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64, snapshot []byte) {
+func (p *Protocol) sse(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, access httpapi.Access, tenant, name string, after int64, snapshot []byte) {
 	closing := p.closing.wait(tenant, name)
 	var sub *hub.Subscription
 	if !info.Config.Closed || after < info.Head {
 		var done func()
 		var ok bool
-		if sub, done, ok = p.watch(w, r, tenant, name, after); !ok {
+		if sub, done, ok = p.watch(w, r, access, name, after); !ok {
 			return
 		}
 		defer done()
@@ -593,7 +602,7 @@ func snapshotValues(state []byte) ([]byte, error) {
 // position, then, over SSE, everything after it live; a page or a
 // long-poll answers the snapshot with that position as its
 // Stream-Next-Offset, from which the client reads on.
-func (p *Protocol) fromSnapshot(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, live bool) {
+func (p *Protocol) fromSnapshot(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, access httpapi.Access, tenant, name string, live bool) {
 	buf := snapshotBuffer{hold: p.g.Hold(tenant)}
 	defer buf.hold.Release()
 	seq, err := p.g.Log().State(r.Context(), tenant, name, &buf)
@@ -615,7 +624,7 @@ func (p *Protocol) fromSnapshot(w http.ResponseWriter, r *http.Request, info *ba
 		values = []byte{}
 	}
 	if live {
-		p.sse(w, r, info, tenant, name, seq, values)
+		p.sse(w, r, info, access, tenant, name, seq, values)
 		return
 	}
 	h := w.Header()

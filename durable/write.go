@@ -355,7 +355,7 @@ func (p *Protocol) delete(w http.ResponseWriter, r *http.Request, tenant, name s
 		p.g.WriteError(w, aerr)
 		return
 	}
-	res, ok := p.g.CommitQuiet(w, r, &backlog.Publish{Tenant: tenant, Topic: name, Stream: &backlog.StreamOp{Delete: true}}, ten)
+	res, ok := p.g.CommitQuiet(w, r, &backlog.Publish{Tenant: tenant, Topic: name, Stream: &backlog.StreamOp{Delete: true}}, ten.Tenant)
 	if !ok {
 		return
 	}

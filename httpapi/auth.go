@@ -55,20 +55,34 @@ func allowQueryToken(r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), queryTokenKey{}, true))
 }
 
+// Access is what a request's credentials were found to be: the tenant as
+// the check saw it (a commit or a stream holds on to its generation) and
+// the token's grants and origin (nothing but the tenant for a webhook
+// signature or dev mode).
+type Access struct {
+	Tenant auth.Tenant
+	Token  auth.Token
+}
+
 // stillThere checks, outside dev mode, that the tenant authorized at the
 // start of the request was neither deleted nor rotated while the request
-// was being served (its generation would differ); topic is the
-// request's, for the log.
-func (s *Server) stillThere(r *http.Request, authorized auth.Tenant, topic string) *refusal.Error {
+// was being served (its generation would differ), and that the token was
+// not revoked nor its issuer replaced or removed meanwhile; topic is the
+// request's, for the log. A stream calls it once its credential is held
+// (holdCredential): a revocation then either sees the stream or is seen.
+func (s *Server) stillThere(r *http.Request, a Access, topic string) *refusal.Error {
 	if s.cfg.Dev {
 		return nil
 	}
-	t, aerr := s.tenant(r, authorized.Name, topic, "token")
+	t, aerr := s.tenant(r, a.Tenant.Name, topic, "token")
 	if aerr != nil {
 		return aerr
 	}
-	if t.Generation != authorized.Generation {
-		return s.refuseCredentials(r, authorized.Name, topic, "token", errRevoked)
+	if t.Generation != a.Tenant.Generation {
+		return s.refuseCredentials(r, a.Tenant.Name, topic, "token", errRevoked)
+	}
+	if err := s.stillValid(r.Context(), t.Name, a.Token); err != nil {
+		return s.refuseCredentials(r, a.Tenant.Name, topic, "token", err)
 	}
 	return nil
 }
@@ -80,26 +94,25 @@ func (s *Server) authorize(r *http.Request, tenant, topic string, action auth.Ac
 }
 
 // authorizeTenant checks a token for action on tenant/topic and returns
-// the tenant as the check saw it, whose generation a commit or a stream
-// then holds on to. Dev mode needs no credentials (and returns only the
-// name). A tenant that does not exist has no secret to check against:
-// 401, like a bad token.
-func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, *refusal.Error) {
-	t, patterns, aerr := s.grants(r, tenant, topic, action)
-	if aerr == nil && !auth.MatchAny(patterns, topic) {
+// what the check found. Dev mode needs no credentials (and returns only
+// the tenant's name). A tenant that does not exist has no secret to check
+// against: 401, like a bad token.
+func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action auth.Action) (Access, *refusal.Error) {
+	a, aerr := s.grants(r, tenant, topic)
+	if aerr == nil && !a.Token.Grant(action).Match(topic) {
 		aerr = s.refuseCredentials(r, tenant, topic, "token", auth.ErrForbidden)
 	}
-	return t, aerr
+	return a, aerr
 }
 
-// grants checks a token of tenant and returns the tenant as the check saw
-// it and the topic patterns the token grants for action (dev mode: every
-// topic); topic is the request's, for the log ("" for a route of several
-// topics). A tenant that does not exist has no secret to check against:
-// 401, like a bad token.
-func (s *Server) grants(r *http.Request, tenant, topic string, action auth.Action) (auth.Tenant, []string, *refusal.Error) {
+// grants checks a token of tenant and returns what it grants (dev mode:
+// every topic); topic is the request's, for the log ("" for a route of
+// several topics). A tenant that does not exist has no secret to check
+// against: 401, like a bad token.
+func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal.Error) {
 	if s.cfg.Dev {
-		return auth.Tenant{Name: tenant}, everyTopic, nil
+		every := auth.Everything()
+		return Access{Tenant: auth.Tenant{Name: tenant}, Token: auth.Token{Publish: every, Subscribe: every}}, nil
 	}
 	raw, via := token(r), "token"
 	if raw == "" {
@@ -107,10 +120,10 @@ func (s *Server) grants(r *http.Request, tenant, topic string, action auth.Actio
 	}
 	t, aerr := s.tenant(r, tenant, topic, via)
 	if aerr != nil {
-		return t, nil, aerr
+		return Access{Tenant: t}, aerr
 	}
 	if raw == "" {
-		return t, nil, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
@@ -120,15 +133,16 @@ func (s *Server) grants(r *http.Request, tenant, topic string, action auth.Actio
 		}
 		return s.deps.Tenants.Tenant(ctx, name)
 	}
-	c, err := auth.Grants(r.Context(), lookup, raw, tenant, time.Now(), s.cfg.MaxTokenTTL, s.cfg.TokenAudience)
+	tok, err := s.verifier.Verify(r.Context(), lookup, s.deps.Tenants, raw, tenant, time.Now())
 	if err != nil {
-		return t, nil, s.refuseCredentials(r, tenant, topic, "token", err)
+		if !errors.Is(err, auth.ErrUnauthorized) && !errors.Is(err, auth.ErrForbidden) {
+			s.deps.Logger.Error("check a token", "tenant", tenant, "err", err)
+			return Access{Tenant: t}, refusal.New(refusal.Unavailable, "the credentials could not be checked")
+		}
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "token", err)
 	}
-	return t, c.Patterns(action), nil
+	return Access{Tenant: t, Token: tok}, nil
 }
-
-// everyTopic is what dev mode grants.
-var everyTopic = []string{"*"}
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
 // signature, which covers the body: it reads the body (within the limit)
@@ -137,11 +151,11 @@ var everyTopic = []string{"*"}
 func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *refusal.Error)) (t auth.Tenant, body []byte, via notify.Credentials, aerr *refusal.Error) {
 	switch {
 	case s.cfg.Dev:
-		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
-		return t, nil, notify.Dev, aerr
+		a, aerr := s.authorizeTenant(r, tenant, topic, auth.Publish)
+		return a.Tenant, nil, notify.Dev, aerr
 	case token(r) != "" || !auth.HasWebhook(r.Header):
-		t, aerr = s.authorizeTenant(r, tenant, topic, auth.Publish)
-		return t, nil, notify.Token, aerr
+		a, aerr := s.authorizeTenant(r, tenant, topic, auth.Publish)
+		return a.Tenant, nil, notify.Token, aerr
 	}
 	if t, aerr = s.tenant(r, tenant, topic, "webhook"); aerr != nil {
 		return t, nil, notify.Signature, aerr
@@ -176,6 +190,14 @@ var errNoCredentials = errors.New("no token and no webhook signature")
 // errRevoked is the reason logged for a request whose tenant was rotated
 // or deleted while it was served.
 var errRevoked = errors.New("the tenant was rotated or deleted while the request was served")
+
+// errTokenRevoked and errIssuerGone are the reasons logged for a stream
+// whose token was revoked, or whose issuer was replaced or removed, while
+// it opened.
+var (
+	errTokenRevoked = errors.New("the token was revoked")
+	errIssuerGone   = errors.New("the token's issuer was replaced or removed")
+)
 
 // refuseCredentials logs, at warn, why the credentials that a request on
 // tenant/topic presented (via a token, a webhook signature, or none) were

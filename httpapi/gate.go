@@ -75,14 +75,14 @@ func (g *Gate) TenantOf(r *http.Request, fallback string) string {
 }
 
 // AuthorizeRead checks the credentials of a read of tenant/topic and
-// returns the tenant as the check saw it.
-func (g *Gate) AuthorizeRead(r *http.Request, tenant, topic string) (auth.Tenant, *refusal.Error) {
+// returns what the check found.
+func (g *Gate) AuthorizeRead(r *http.Request, tenant, topic string) (Access, *refusal.Error) {
 	return g.s.authorizeTenant(r, tenant, topic, auth.Subscribe)
 }
 
 // AuthorizeWrite checks the credentials of a write that carries no body
 // (a delete), as a publish's.
-func (g *Gate) AuthorizeWrite(r *http.Request, tenant, topic string) (auth.Tenant, *refusal.Error) {
+func (g *Gate) AuthorizeWrite(r *http.Request, tenant, topic string) (Access, *refusal.Error) {
 	return g.s.authorizeTenant(r, tenant, topic, auth.Publish)
 }
 
@@ -129,10 +129,17 @@ func (g *Gate) OpenStream(tenant string) (release func(), refused *refusal.Error
 	return g.s.deps.Limits.OpenStream(tenant)
 }
 
-// StillThere checks, after a stream registered, that its tenant was not
-// deleted or rotated meanwhile.
-func (g *Gate) StillThere(r *http.Request, t auth.Tenant, topic string) *refusal.Error {
-	return g.s.stillThere(r, t, topic)
+// StillThere checks, after a stream registered and held its credential
+// (HoldCredential), that its tenant was not deleted or rotated meanwhile,
+// nor its token revoked.
+func (g *Gate) StillThere(r *http.Request, a Access, topic string) *refusal.Error {
+	return g.s.stillThere(r, a, topic)
+}
+
+// HoldCredential keeps, while a stream is open, what its token can be
+// revoked by; a revocation calls end. forget lets go.
+func (g *Gate) HoldCredential(a Access, end func()) (forget func()) {
+	return g.s.holdCredential(a.Tenant.Name, a.Token, end)
 }
 
 // Heartbeat is the silence after which a stream gets a comment line.

@@ -43,6 +43,9 @@ type Config struct {
 	// TokenAudience is what a token's aud, when it has one, must hold, so
 	// that a token made for another service is not taken here; empty, the
 	// URL's tenant.
+	// JWKSAllowHTTP lets issuers' key sets be fetched over plain http,
+	// for a provider on a trusted network or a test.
+	JWKSAllowHTTP bool   `name:"jwks-allow-http" env:"EDGEHUB_JWKS_ALLOW_HTTP" help:"Fetch registered issuers' JWKS over http too, not only https (a provider on a trusted network)."`
 	TokenAudience string `name:"token-audience" env:"EDGEHUB_TOKEN_AUDIENCE" help:"What the aud claim of a token, when it has one, must hold (empty: the name of the tenant in the URL); tokens without aud are accepted."`
 	// AccessLog logs a line per request (no query string, no header). It
 	// is off by default: the line's transient memory, at a stream's start,
@@ -67,6 +70,10 @@ type Tenants interface {
 	CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error)
 	DeleteTenant(ctx context.Context, name string) error
 	Rotate(ctx context.Context, name string) (auth.Tenant, error)
+	auth.Store // the issuers and revoked token ids credential checks read
+	PutIssuer(ctx context.Context, tenant string, iss auth.Issuer) (auth.Issuer, bool, error)
+	DeleteIssuer(ctx context.Context, tenant, name string) error
+	Revoke(ctx context.Context, tenant, jti string, until time.Time) error
 }
 
 // Deps are the parts main builds and the routes use.
@@ -95,6 +102,8 @@ type Deps struct {
 	ReadBudget, SpoolBudget *limits.Budget
 	// Protocols are served beside the native API (Durable Streams).
 	Protocols []Protocol
+	// JWKSTransport carries issuers' JWKS fetches (nil: the default).
+	JWKSTransport http.RoundTripper
 }
 
 // Hooks let tests hold a request inside a race window. Nil in production.
@@ -123,14 +132,19 @@ type Server struct {
 	routes []string
 	// adminLog samples the warnings of refused admin keys.
 	adminLog *logSample
+	// verifier checks tokens, with the issuers' key sets it keeps.
+	verifier *auth.Verifier
 
 	// endCtx is cancelled when the server ends its streams (EndStreams).
 	endCtx  context.Context
 	endAll  context.CancelFunc
 	endOnce sync.Once
 
-	mu      sync.Mutex // guards streams and ending
+	mu      sync.Mutex // guards streams, held and ending
 	streams map[*sseStream]struct{}
+	// held are the open streams' credentials that a revocation ends them
+	// by, per tenant (credentials.go).
+	held map[string]map[*heldCredential]struct{}
 	// onTopic counts the open topic streams of each tenant's topics, and
 	// onTenant holds each tenant's open tenant streams, for the topic list.
 	onTopic     map[string]map[string]int
@@ -159,7 +173,8 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		}
 	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{}, onTenant: map[string]map[*sseStream]struct{}{},
-		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout()}
+		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout(), held: map[string]map[*heldCredential]struct{}{},
+		verifier: &auth.Verifier{MaxTTL: cfg.MaxTokenTTL, Audience: cfg.TokenAudience, JWKS: auth.NewJWKS(deps.JWKSTransport, cfg.JWKSAllowHTTP)}}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
 	r.RedirectTrailingSlash = false
@@ -191,6 +206,11 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodDelete, adminPath, s.adminRoute(s.deleteTenant))
 	route(http.MethodPost, adminPath+"/tokens", s.adminRoute(s.postToken))
 	route(http.MethodPost, adminPath+"/rotate", s.adminRoute(s.rotateTenant))
+	route(http.MethodGet, adminPath+"/issuers", s.adminRoute(s.getIssuers))
+	route(http.MethodPut, adminPath+"/issuers/:name", s.adminNamedRoute("name", s.putIssuer))
+	route(http.MethodGet, adminPath+"/issuers/:name", s.adminNamedRoute("name", s.getIssuer))
+	route(http.MethodDelete, adminPath+"/issuers/:name", s.adminNamedRoute("name", s.deleteIssuer))
+	route(http.MethodDelete, adminPath+"/tokens/:jti", s.adminNamedRoute("jti", s.revokeToken))
 	route(http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -36,7 +36,7 @@ func (s *Server) tenantRoute(h tenantHandler) httprouter.Handle {
 
 // selectors reads a tenant route's topic= and pattern= selectors, narrowed
 // by the token's grants.
-func selectors(r *http.Request, grants []string) (*selector.Set, *refusal.Error) {
+func selectors(r *http.Request, grants auth.Grant) (*selector.Set, *refusal.Error) {
 	q := r.URL.Query()
 	return selector.Parse(q["topic"], q["pattern"], grants)
 }
@@ -45,7 +45,7 @@ func selectors(r *http.Request, grants []string) (*selector.Set, *refusal.Error)
 // its selected topics after a position, with the gaps owed, under the
 // same budget and paging as a topic's read.
 func (s *Server) tenantEvents(w http.ResponseWriter, r *http.Request, tenant string) {
-	_, grants, aerr := s.grants(r, tenant, "", auth.Subscribe)
+	access, aerr := s.grants(r, tenant, "")
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -61,7 +61,7 @@ func (s *Server) tenantEvents(w http.ResponseWriter, r *http.Request, tenant str
 		writeError(w, aerr)
 		return
 	}
-	sel, aerr := selectors(r, grants)
+	sel, aerr := selectors(r, access.Token.Subscribe)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -155,7 +155,7 @@ const topicListBytes = 6*selector.MaxBytes + 100
 // only watched at this server (head 0), each with the streams open on it
 // here.
 func (s *Server) topics(w http.ResponseWriter, r *http.Request, tenant string) {
-	_, grants, aerr := s.grants(r, tenant, "", auth.Subscribe)
+	access, aerr := s.grants(r, tenant, "")
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -185,7 +185,7 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	match := func(topic string) bool {
-		return auth.MatchAny([]string{pattern}, topic) && auth.MatchAny(grants, topic)
+		return auth.MatchAny([]string{pattern}, topic) && access.Token.Subscribe.Match(topic)
 	}
 	open, patterned := s.openOn(tenant)
 	if len(patterned) > 0 {

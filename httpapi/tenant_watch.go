@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/refusal"
 )
@@ -15,12 +14,12 @@ import (
 // and holds one place under the stream limits.
 func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant string) {
 	r = allowQueryToken(r) // EventSource cannot set headers
-	ten, grants, aerr := s.grants(r, tenant, "", auth.Subscribe)
+	ten, aerr := s.grants(r, tenant, "")
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	sel, aerr := selectors(r, grants)
+	sel, aerr := selectors(r, ten.Token.Subscribe)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -54,7 +53,9 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 		s.hooks.AfterRegister(tenant, "")
 	}
 	// As for a topic's stream: a tenant deleted or rotated since the check
-	// has had its hubs stopped, and this stream may sit on a new one.
+	// has had its hubs stopped, and this stream may sit on a new one; a
+	// revocation since then is seen, or sees the credential held.
+	release = s.holding(ten, sub.End, release)
 	if aerr := s.stillThere(r, ten, ""); aerr != nil {
 		sub.Close()
 		release()

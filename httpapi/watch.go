@@ -117,7 +117,10 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	}
 	// A tenant deleted or rotated between the credential check and the
 	// registration has had its hubs stopped already; this stream may sit
-	// on a new one. Both change the row first, so looking again catches it.
+	// on a new one. Both change the row first, so looking again catches
+	// it. A revocation, stored first too, either finds the credential
+	// held or is seen here.
+	release = s.holding(ten, sub.End, release)
 	if aerr := s.stillThere(r, ten, topic); aerr != nil {
 		sub.Close()
 		writeError(w, aerr)

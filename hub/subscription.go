@@ -424,6 +424,11 @@ func (s *Subscription) Lag() (lag time.Duration, ok bool) {
 	return time.Duration(s.router.opts.clock() - s.learned), true
 }
 
+// End ends the stream as its hub's going away does, from any goroutine:
+// Next hands out what is queued, then ErrEnded, and the client resumes
+// from its position. A revoked credential ends its streams so.
+func (s *Subscription) End() { s.stream.end() }
+
 // Close takes the stream out of its hub and gives back what it holds.
 func (s *Subscription) Close() {
 	s.hold.Release()

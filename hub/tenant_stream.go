@@ -300,6 +300,9 @@ func (s *TenantSubscription) releaseWritten() {
 	s.written = s.written[:0]
 }
 
+// End ends the stream as Subscription.End does.
+func (s *TenantSubscription) End() { s.stream.end() }
+
 // Close takes the stream out of its hub and gives back what it holds.
 func (s *TenantSubscription) Close() {
 	s.hold.Release()

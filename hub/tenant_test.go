@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/limits"
@@ -33,7 +34,7 @@ func (f *tenantFrames) AppendTopicGap(b []byte, id int64, topic string, to int64
 
 func sel(t *testing.T, topics, patterns []string) *selector.Set {
 	t.Helper()
-	s, err := selector.Parse(topics, patterns, []string{"*"})
+	s, err := selector.Parse(topics, patterns, auth.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}

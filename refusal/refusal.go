@@ -29,6 +29,9 @@ const (
 	// InvalidSelector is a tenant stream's or read's selectors: too many,
 	// too long, or empty.
 	InvalidSelector Code = "invalid_selector"
+	// InvalidIssuer is an issuer's registration that could not verify
+	// tokens (or one past the tenant's number of issuers).
+	InvalidIssuer Code = "invalid_issuer"
 	// InvalidBody is a publish body that could not be read whole (it
 	// came too slowly or the connection failed), which is not a JSON
 	// error: nothing was there to parse.
@@ -38,6 +41,7 @@ const (
 	Unauthorized         Code = "unauthorized"
 	Forbidden            Code = "forbidden"
 	UnknownTenant        Code = "unknown_tenant"
+	UnknownIssuer        Code = "unknown_issuer"
 	NotFound             Code = "not_found"
 	MethodNotAllowed     Code = "method_not_allowed"
 	// The limits' codes: each is answered with a Retry-After.
@@ -67,7 +71,7 @@ const Unknown Code = "unknown"
 func (c Code) Status() int {
 	switch c {
 	case InvalidName, InvalidType, InvalidJSON, InvalidPosition, InvalidOp,
-		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader, InvalidSelector:
+		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader, InvalidSelector, InvalidIssuer:
 		return http.StatusBadRequest
 	case Conflict:
 		return http.StatusConflict
@@ -77,7 +81,7 @@ func (c Code) Status() int {
 		return http.StatusUnauthorized
 	case Forbidden:
 		return http.StatusForbidden
-	case UnknownTenant, NotFound:
+	case UnknownTenant, UnknownIssuer, NotFound:
 		return http.StatusNotFound
 	case MethodNotAllowed:
 		return http.StatusMethodNotAllowed

@@ -24,14 +24,14 @@ const (
 type Set struct {
 	exact    map[string]bool
 	patterns []string
-	grants   []string
+	grants   auth.Grant
 }
 
 // Parse reads the topic and pattern selectors; none at all selects every
 // topic. grants are the token's patterns for the action; an exact topic
 // they do not cover is refused (403 forbidden), while a pattern simply
 // selects only the covered topics.
-func Parse(topics, patterns, grants []string) (*Set, *refusal.Error) {
+func Parse(topics, patterns []string, grants auth.Grant) (*Set, *refusal.Error) {
 	if n := len(topics) + len(patterns); n > MaxSelectors {
 		return nil, refusal.New(refusal.InvalidSelector, "%d selectors: at most %d", n, MaxSelectors)
 	}
@@ -45,7 +45,7 @@ func Parse(topics, patterns, grants []string) (*Set, *refusal.Error) {
 		if !names.ValidTopic(t) {
 			return nil, refusal.New(refusal.InvalidName, "topic selector %q is not a topic name", t)
 		}
-		if !auth.MatchAny(grants, t) {
+		if !grants.Match(t) {
 			return nil, refusal.New(refusal.Forbidden, "the credentials do not cover topic %q", t)
 		}
 		s.exact[t] = true
@@ -82,7 +82,7 @@ func (s *Set) Patterned() bool { return len(s.patterns) > 0 }
 // MatchPattern says whether a pattern selects topic, covered by the
 // grants; Match is this or an exact name.
 func (s *Set) MatchPattern(topic string) bool {
-	return auth.MatchAny(s.patterns, topic) && auth.MatchAny(s.grants, topic)
+	return auth.MatchAny(s.patterns, topic) && s.grants.Match(topic)
 }
 
 // Key is the same string for two sets that select the same way (the same
@@ -90,7 +90,7 @@ func (s *Set) MatchPattern(topic string) bool {
 // by selection.
 func (s *Set) Key() string {
 	var b strings.Builder
-	for _, part := range [][]string{s.Exact(), s.patterns, s.grants} {
+	for _, part := range [][]string{s.Exact(), s.patterns, {s.grants.Key()}} {
 		sorted := slices.Sorted(slices.Values(part))
 		b.WriteString(strconv.Itoa(len(sorted)))
 		for _, v := range sorted {

@@ -1,6 +1,10 @@
 package selector
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/edgehub/edgehub/auth"
+)
 
 // Two sets that select the same way have one key, whatever the order of
 // their selectors; any difference in exact topics, patterns or grants
@@ -8,7 +12,7 @@ import "testing"
 func TestKeysTellSelectionsApart(t *testing.T) {
 	parse := func(topics, patterns, grants []string) *Set {
 		t.Helper()
-		s, err := Parse(topics, patterns, grants)
+		s, err := Parse(topics, patterns, auth.Globs(grants))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,8 @@ func (s *Server) purgeRound(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ageRound trims by age and forgets expired keys; the rows it trims are
+// ageRound trims by age and forgets expired keys and the revocations
+// of tokens that cannot be alive any more; the rows it trims are
 // purged by the next purge round.
 func (s *Server) ageRound(ctx context.Context) error {
 	var errs []error
@@ -64,6 +65,9 @@ func (s *Server) ageRound(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if _, err := s.log.ExpireKeys(ctx, IdempotencyTTL); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := s.log.PurgeRevoked(ctx, time.Now()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -483,6 +483,7 @@ func (s *Server) listen(ctx context.Context) error {
 		s.log.Listen(lctx, backlog.Hints{
 			Commit:      s.hubs.Remote,
 			TenantEnded: s.hubs.EndTenant,
+			Revoked:     func(tenant, kind, name string) { s.api.Revoked(tenant, kind, name) },
 			Listening: func(on bool) {
 				s.hearing.Set(on)
 				switch {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/client"
 	"github.com/edgehub/edgehub/pgtest"
 	"github.com/edgehub/edgehub/selector"
@@ -191,7 +192,7 @@ func selectorOf(query string) (*selector.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, rerr := selector.Parse(q["topic"], q["pattern"], []string{"*"})
+	s, rerr := selector.Parse(q["topic"], q["pattern"], auth.Everything())
 	if rerr != nil {
 		return nil, rerr
 	}
