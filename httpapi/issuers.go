@@ -13,7 +13,6 @@ import (
 
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
-	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -24,14 +23,29 @@ const maxIssuerBody = 64 << 10
 // token's lifetime has passed.
 const maxJTI = 256
 
+// The refusals of bad issuer names and token ids.
+const (
+	issuerRule = "issuer names follow the name rules of tenants"
+	jtiRule    = "a token id is 1 to 256 bytes"
+)
+
 // adminNamedRoute is adminRoute for a route that names one thing of the
-// tenant (an issuer, a token id) in its last parameter.
-func (s *Server) adminNamedRoute(param string, h func(w http.ResponseWriter, r *http.Request, tenant, name string)) httprouter.Handle {
+// tenant (an issuer, a token id) in its last parameter. Names are checked
+// before credentials, as the tenant's are: a name that valid refuses is
+// 400 invalid_name, saying rule.
+func (s *Server) adminNamedRoute(param string, valid func(string) bool, rule string, h func(w http.ResponseWriter, r *http.Request, tenant, name string)) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		name := p.ByName(param)
+		if !valid(name) {
+			writeError(w, refusal.New(refusal.InvalidName, "%s", rule))
+			return
+		}
 		s.adminRoute(func(w http.ResponseWriter, r *http.Request, tenant string) { h(w, r, tenant, name) })(w, r, p)
 	}
 }
+
+// validJTI is the rule of token ids: 1 to maxJTI bytes, anything in them.
+func validJTI(jti string) bool { return jti != "" && len(jti) <= maxJTI }
 
 // issuerRequest is a registration's body: where the issuer's keys come
 // from, and what its tokens must say.
@@ -47,10 +61,6 @@ type issuerRequest struct {
 // streams its old registration's tokens opened, as a removal does: the
 // keys that let them in may be the ones the admin meant to be rid of.
 func (s *Server) putIssuer(w http.ResponseWriter, r *http.Request, tenant, name string) {
-	if !names.Valid(name) {
-		writeError(w, refusal.New(refusal.InvalidName, "issuer names follow the name rules of tenants"))
-		return
-	}
 	var req issuerRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxIssuerBody+1))
 	if err == nil && len(body) > maxIssuerBody {
@@ -149,10 +159,6 @@ func (s *Server) deleteIssuer(w http.ResponseWriter, r *http.Request, tenant, na
 // accepts, and the leeway; kept for good when lifetimes are not capped),
 // and ends the streams such tokens opened.
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, tenant, jti string) {
-	if jti == "" || len(jti) > maxJTI {
-		writeError(w, refusal.New(refusal.InvalidName, "a token id is 1 to %d bytes", maxJTI))
-		return
-	}
 	var until time.Time
 	if s.cfg.MaxTokenTTL > 0 {
 		until = time.Now().Add(s.cfg.MaxTokenTTL + auth.Leeway)

@@ -3,10 +3,15 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"mime"
@@ -49,6 +54,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	a := loadAPI(t)
 	a.devServer(t)
 	a.adminServer(t)
+	a.issuerServer(t)
 	a.limitServer(t)
 	a.readBudgetServer(t)
 	a.throttleServer(t)
@@ -639,6 +645,67 @@ func (a *api) adminServer(t *testing.T) {
 		body: `{"n":5}`, status: 401, code: refusal.Unauthorized})
 }
 
+// issuerServer drives the admin routes of token issuers and revocation,
+// on a server of its own: its refused keys would otherwise spend the
+// admin throttle of adminServer's address.
+func (a *api) issuerServer(t *testing.T) {
+	const key = "k-openapi-issuers-0123456789abcdef01234"
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0")
+	b := p.base
+	admin := map[string]string{"Authorization": "Bearer " + key}
+	adminJSON := with(admin, "Content-Type", "application/json")
+	a.do(t, b, call{method: "PUT", path: "/v1/admin/tenants/acme", header: admin, status: 201})
+	for _, c := range []call{
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/v1/admin/tenants/.acme/issuers", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/admin/tenants/ghost/issuers", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers", header: admin, status: 200},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: map[string]string{"Authorization": "Bearer nope", "Content-Type": "application/json"}, body: hsIssuer, status: 401, code: refusal.Unauthorized},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/.idp", header: adminJSON, body: hsIssuer, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: adminJSON, body: `{"alg":"HS256","key":"short"}`, status: 400, code: refusal.InvalidIssuer},
+		{method: "PUT", path: "/v1/admin/tenants/ghost/issuers/idp", header: adminJSON, body: hsIssuer, status: 404, code: refusal.UnknownTenant},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: adminJSON, body: hsIssuer, status: 201},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: adminJSON, body: esIssuer(t), status: 200},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers/idp", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers/.idp", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers/nobody", header: admin, status: 404, code: refusal.UnknownIssuer},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers/idp", header: admin, status: 200},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers", header: admin, status: 200},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/idp", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/.idp", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/idp", header: admin, status: 204},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/idp", header: admin, status: 404, code: refusal.UnknownIssuer},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/tokens/j-1", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "DELETE", path: "/v1/admin/tenants/.acme/tokens/j-1", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "DELETE", path: "/v1/admin/tenants/ghost/tokens/j-1", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/tokens/j-1", header: admin, status: 204},
+	} {
+		a.do(t, b, c)
+	}
+}
+
+// hsIssuer registers an issuer by an HS secret, which answers never show.
+const hsIssuer = `{"issuer":"https://idp.test","audience":"edgehub","alg":"HS256","key":"0123456789abcdef0123456789abcdef"}`
+
+// esIssuer registers an issuer by an ES256 public key, which answers show.
+func esIssuer(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]string{"issuer": "https://idp.test", "alg": "ES256",
+		"key": string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // limitServer drives the limits that refuse with 429 and Retry-After: the
 // publish rate, the tenant's stored bytes and its open streams.
 func (a *api) limitServer(t *testing.T) {
@@ -673,10 +740,15 @@ func (a *api) throttleServer(t *testing.T) {
 		{method: "DELETE", path: "/v1/admin/tenants/acme"},
 		{method: "POST", path: "/v1/admin/tenants/acme/rotate"},
 		{method: "POST", path: "/v1/admin/tenants/acme/tokens"},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers"},
+		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: map[string]string{"Content-Type": "application/json"}, body: hsIssuer},
+		{method: "GET", path: "/v1/admin/tenants/acme/issuers/idp"},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/idp"},
+		{method: "DELETE", path: "/v1/admin/tenants/acme/tokens/j-1"},
 		{method: "GET", path: "/console/api/mode"},
 		{method: "GET", path: "/console/api/topics/acme/orders"},
 	} {
-		c.header, c.status, c.code = admin, 429, refusal.RateLimited
+		c.header, c.status, c.code = with(c.header, "Authorization", admin["Authorization"]), 429, refusal.RateLimited
 		a.do(t, b, c)
 	}
 }
