@@ -39,6 +39,7 @@ type JWKS struct {
 	client    *http.Client
 	allowHTTP bool
 	now       func() time.Time
+	timeout   time.Duration // JWKSTimeout; shorter in tests of hanging servers
 
 	mu   sync.Mutex
 	sets map[string]*keySet
@@ -69,11 +70,11 @@ func NewJWKS(transport http.RoundTripper, allowHTTP bool) *JWKS {
 		transport = http.DefaultTransport
 	}
 	return &JWKS{
-		client: &http.Client{Transport: transport, Timeout: JWKSTimeout,
+		client: &http.Client{Transport: transport,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return errors.New("a JWKS URL that redirects is refused")
 			}},
-		allowHTTP: allowHTTP, now: time.Now, sets: map[string]*keySet{},
+		allowHTTP: allowHTTP, now: time.Now, timeout: JWKSTimeout, sets: map[string]*keySet{},
 	}
 }
 
@@ -186,7 +187,7 @@ func (j *JWKS) fetch(rawURL string) ([]jwk, time.Duration, error) {
 	if err != nil || !schemeAllowed(u.Scheme, j.allowHTTP) {
 		return nil, 0, fmt.Errorf("the JWKS URL %q is not https (serve --jwks-allow-http allows http)", rawURL)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), JWKSTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
