@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/edgehub/edgehub/pgtest"
 )
 
 // ended waits for s to end, skipping the frames it still carries.
@@ -174,5 +176,65 @@ func TestIssuerTokens(t *testing.T) {
 	}
 	if st, _, b := do(t, "GET", issuers+"/idp", "k-123", ""); st != 404 || !strings.Contains(string(b), "unknown_issuer") {
 		t.Fatalf("get a removed one: %d %s", st, b)
+	}
+}
+
+// A token revoked, or an issuer removed, through one process of three
+// sharing a PostgreSQL database ends the streams it opened on the other
+// two (a topic's and a tenant's), and the token is 401 on each from
+// then on. How long each end took is logged: the contract's bound is 1 s.
+func TestRevocationEndsStreamsOnEveryProcess(t *testing.T) {
+	url := pgtest.Database(t)
+	const key = "k-revoke-everywhere-0123456789abcdef0"
+	var ps []*proc
+	for range 3 {
+		ps = append(ps, startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0", "--store", url))
+	}
+	a, b, c := ps[0], ps[1], ps[2]
+	if st, _, body := do(t, "PUT", a.base+"/v1/admin/tenants/acme", key, ""); st != 201 {
+		t.Fatalf("create tenant: %d %s", st, body)
+	}
+	secret := strings.Repeat("s", 40)
+	if st, _, body := do(t, "PUT", a.base+"/v1/admin/tenants/acme/issuers/app", key, `{"issuer":"app","alg":"HS256","key":"`+secret+`"}`); st != 201 {
+		t.Fatalf("register an issuer: %d %s", st, body)
+	}
+	issued, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "app", "subscribe": []string{"*"},
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minted := a.mintAcme(t, key, `"*"`, `"*"`)
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+	for _, tc := range []struct {
+		what, token, path string
+		by                *proc
+	}{
+		{"a revoked token", minted, "/v1/admin/tenants/acme/tokens/" + jtiOf(t, minted), a},
+		{"a removed issuer's token", issued, "/v1/admin/tenants/acme/issuers/app", a},
+	} {
+		var streams []*stream
+		for _, p := range []*proc{b, c} {
+			s := p.watch(t, "orders", "", bearer(tc.token))
+			s.hello(t)
+			ts := p.watchTenant(t, "pattern=*", bearer(tc.token))
+			ts.hello(t)
+			streams = append(streams, s, ts)
+		}
+		revoked := time.Now()
+		if st, _, body := do(t, "DELETE", tc.by.base+tc.path, key, ""); st != 204 {
+			t.Fatalf("%s: DELETE %s: %d %s", tc.what, tc.path, st, body)
+		}
+		var took []time.Duration
+		for _, s := range streams {
+			s.ended(t)
+			took = append(took, time.Since(revoked).Round(time.Millisecond))
+		}
+		t.Logf("%s: its 4 streams on the other processes ended %v after the answer", tc.what, took)
+		for _, p := range ps {
+			if st, _, body := do(t, "GET", p.topicURL("orders", "events"), tc.token, ""); st != 401 {
+				t.Fatalf("%s on %s: %d %s, want 401", tc.what, p.base, st, body)
+			}
+		}
 	}
 }
