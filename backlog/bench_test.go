@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgehub/edgehub/auth"
 )
 
 // One single-event transaction at a time: the cost of a commit (and its
@@ -20,8 +22,6 @@ func BenchmarkAppendOneEventPerCommit(b *testing.B) {
 	}
 }
 
-// Many concurrent single-event publishes through the committer, which
-// groups them: the events/s that grouping buys.
 // A batch of 1000 events in one commit, as an NDJSON publish makes it;
 // reported per event.
 func BenchmarkCommitBatchOf1000(b *testing.B) {
@@ -36,6 +36,8 @@ func BenchmarkCommitBatchOf1000(b *testing.B) {
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
 }
 
+// Many concurrent single-event publishes through the committer, which
+// groups them: the events/s that grouping buys.
 func BenchmarkCommitterConcurrentSingles(b *testing.B) {
 	l := openTest(b)
 	c := NewCommitter(l, CommitterOptions{})
@@ -159,4 +161,42 @@ func BenchmarkDeleteLargeTenantWhilePublishing(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "ms-worst-commit")
+}
+
+// What a token check reads besides the tenant: whether its jti is
+// revoked (a tenant with 10000 revocations; the token is not among them)
+// and the tenant's issuers (16, the most it may have), as concurrent
+// requests read them.
+func BenchmarkTokenLookups(b *testing.B) {
+	l := openTest(b)
+	ctx := b.Context()
+	mustTenant(b, l, "acme")
+	for i := range MaxIssuers {
+		if _, _, err := l.PutIssuer(ctx, "acme", auth.Issuer{Name: fmt.Sprintf("idp%02d", i), JWKSURL: "https://idp.test/jwks"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 10000 {
+		if err := l.Revoke(ctx, "acme", fmt.Sprintf("jti-%d", i), time.Now().Add(time.Hour)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("revoked", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if revoked, err := l.Revoked(ctx, "acme", "not-revoked"); err != nil || revoked {
+					b.Fatal(revoked, err)
+				}
+			}
+		})
+	})
+	b.Run("issuers", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if list, err := l.Issuers(ctx, "acme"); err != nil || len(list) != MaxIssuers {
+					b.Fatal(len(list), err)
+				}
+			}
+		})
+	})
 }
