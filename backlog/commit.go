@@ -27,9 +27,11 @@ type Quotas struct {
 func (s *Store) SetQuotas(q Quotas) { s.quotas = q }
 
 // eventBytes is what one event adds to its tenant's stored bytes; purge
-// takes the same measure away (length(data)+length(type)+length(key), or
-// a segment's weight: the sum of its events').
-func eventBytes(e *event.Event) int64 { return int64(len(e.Data) + len(e.Type) + len(e.Key)) }
+// takes the same measure away (length(data)+length(type)+length(key)
+// +length(attrs), or a segment's weight: the sum of its events').
+func eventBytes(e *event.Event) int64 {
+	return int64(len(e.Data) + len(e.Type) + len(e.Key) + len(event.EncodeUpdate(e.Update)))
+}
 
 // CommitBatch commits all requests in one write transaction, and returns
 // once it is durable.
@@ -149,8 +151,8 @@ type statementSQL struct {
 
 func (st *statements) list() []statementSQL {
 	return append(st.streamList(), []statementSQL{
-		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw, tenant_key, pos)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw, tenant_key, pos, attrs, update_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.insertSegment, `INSERT INTO events (topic_id, seq, n, type, time, key, op, data, raw, weight, tenant_key, pos)
 			VALUES (?, ?, ?, '', ?, '', '', ?, ?, ?, ?, ?)`},
 		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
@@ -571,8 +573,12 @@ func (a *commitTx) insertEvents(topicID, orderKey int64, events []event.Event, n
 	return layout(events, func(run []event.Event) error {
 		last := &run[len(run)-1]
 		if len(run) == 1 {
+			var updateID any // NULL: only an update's own id is looked up
+			if last.Update != nil && last.Update.ID != "" {
+				updateID = last.Update.ID
+			}
 			_, err := a.insert.ExecContext(a.ctx, topicID, last.Seq, last.Type, nanos, last.Key, last.Op, []byte(last.Data), last.Raw,
-				orderKey, last.Pos)
+				orderKey, last.Pos, event.EncodeUpdate(last.Update), updateID)
 			return err
 		}
 		var weight int64

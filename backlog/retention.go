@@ -50,7 +50,7 @@ var (
 		WHERE e.topic_id = topics.id AND e.seq >= (%[1]s) AND e.seq - e.n < (%[1]s) ORDER BY e.seq LIMIT 1), trimmed_pos)`
 	// eventBytesSQL is what an event row weighs in usage.bytes; the commit
 	// adds the same measure.
-	eventBytesSQL = `CAST(coalesce(sum(coalesce(weight, length(data) + length(type) + length(key))), 0) AS BIGINT)`
+	eventBytesSQL = `CAST(coalesce(sum(coalesce(weight, length(data) + length(type) + length(key) + coalesce(length(attrs), 0))), 0) AS BIGINT)`
 )
 
 // TrimByCount moves the trim point of every topic holding more than n

@@ -21,8 +21,9 @@ import (
 // rowEvents unpacks it, and every reader skips the events at or below
 // its position and above its bound as it does rows.
 //
-// Layout of data, per event: a flags byte (bits 0-1 the op, bit 2 raw),
-// then type, key and data, each a uvarint length and its bytes. weight is
+// Layout of data, per event: a flags byte (bits 0-1 the op, bit 2 raw,
+// bit 3 an update's attrs follow), then type, key and data, and the
+// attrs when bit 3 is set, each a uvarint length and its bytes. weight is
 // what its events weigh in usage, each as a row would (eventBytes), so a
 // tenant's stored bytes do not depend on how it published them.
 const (
@@ -30,6 +31,7 @@ const (
 	segOpUpsert = 0b001
 	segOpDelete = 0b010
 	segRaw      = 0b100
+	segUpdate   = 0b1000
 )
 
 // segmentMin is the fewest events a request must commit to be stored as
@@ -67,7 +69,7 @@ func encodeSegment(b []byte, events []event.Event) []byte {
 	size := 0
 	for i := range events {
 		e := &events[i]
-		size += 1 + 3*binary.MaxVarintLen32 + len(e.Type) + len(e.Key) + len(e.Data)
+		size += 1 + 4*binary.MaxVarintLen32 + len(e.Type) + len(e.Key) + len(e.Data)
 	}
 	b = slices.Grow(b, size)
 	for i := range events {
@@ -82,6 +84,10 @@ func encodeSegment(b []byte, events []event.Event) []byte {
 		if e.Raw {
 			flags |= segRaw
 		}
+		attrs := event.EncodeUpdate(e.Update)
+		if attrs != nil {
+			flags |= segUpdate
+		}
 		b = append(b, flags)
 		b = binary.AppendUvarint(b, uint64(len(e.Type)))
 		b = append(b, e.Type...)
@@ -89,6 +95,10 @@ func encodeSegment(b []byte, events []event.Event) []byte {
 		b = append(b, e.Key...)
 		b = binary.AppendUvarint(b, uint64(len(e.Data)))
 		b = append(b, e.Data...)
+		if attrs != nil {
+			b = binary.AppendUvarint(b, uint64(len(attrs)))
+			b = append(b, attrs...)
+		}
 	}
 	return b
 }
@@ -124,6 +134,15 @@ func (r *segmentReader) next() (event.Event, bool, error) {
 		return event.Event{}, false, err
 	}
 	e := event.Event{Seq: r.seq, Type: string(typ), Time: r.time, Key: string(key), Data: data, Raw: flags&segRaw != 0}
+	if flags&segUpdate != 0 {
+		attrs, err := r.field()
+		if err != nil {
+			return event.Event{}, false, err
+		}
+		if e.Update, err = event.DecodeUpdate(attrs); err != nil {
+			return event.Event{}, false, fmt.Errorf("%w at event %d: %v", errBadSegment, r.seq, err)
+		}
+	}
 	switch flags & segOpMask {
 	case segOpUpsert:
 		e.Op = event.OpUpsert
@@ -151,6 +170,7 @@ type eventRow struct {
 	typ, key, op  string
 	data          sql.RawBytes // valid until the next row is scanned
 	raw           bool
+	attrs         sql.RawBytes // an update's, NULL (empty) for other events
 }
 
 // eventRowColumns are the columns of eventRow, in scan order.
@@ -160,7 +180,7 @@ var eventRowColumns = eventColumns("")
 // table as a query names it (prefix "e." for "events e").
 func eventColumns(prefix string) string {
 	cols := ""
-	for i, c := range []string{"seq", "n", "type", "time", "key", "op", "data", "raw"} {
+	for i, c := range []string{"seq", "n", "type", "time", "key", "op", "data", "raw", "attrs"} {
 		if i > 0 {
 			cols += ", "
 		}
@@ -170,7 +190,7 @@ func eventColumns(prefix string) string {
 }
 
 func (r *eventRow) scanArgs() []any {
-	return []any{&r.seq, &r.n, &r.typ, &r.nanos, &r.key, &r.op, &r.data, &r.raw, &r.pos}
+	return []any{&r.seq, &r.n, &r.typ, &r.nanos, &r.key, &r.op, &r.data, &r.raw, &r.attrs, &r.pos}
 }
 
 // posOf is the tenant position of the row's event seq.
@@ -187,7 +207,11 @@ func (r *eventRow) each(after int64, fn func(e event.Event) bool) error {
 	t := time.Unix(0, r.nanos).UTC()
 	if r.n <= 1 {
 		if r.seq > after {
-			fn(event.Event{Seq: r.seq, Type: r.typ, Time: t, Key: r.key, Op: r.op, Data: []byte(r.data), Raw: r.raw, Pos: r.pos})
+			u, err := event.DecodeUpdate(r.attrs)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", r.seq, err)
+			}
+			fn(event.Event{Seq: r.seq, Type: r.typ, Time: t, Key: r.key, Op: r.op, Data: []byte(r.data), Raw: r.raw, Pos: r.pos, Update: u})
 		}
 		return nil
 	}

@@ -437,6 +437,23 @@ const (
 	tenantGapsMax = 1000
 )
 
+// UpdatePosition is the tenant position of the newest event whose Mercure
+// update its publisher gave the id, so that a subscriber resuming after
+// that id resumes there; found is false when no retained event has it
+// (ids may repeat: the protocol leaves them to publishers).
+func (s *Store) UpdatePosition(ctx context.Context, tenant, id string) (int64, bool, error) {
+	var pos int64
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT e.pos FROM events e JOIN usage u ON u.id = e.tenant_key
+		WHERE u.tenant = ? AND e.update_id = ? ORDER BY e.pos DESC LIMIT 1`), tenant, id).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, s.seen(ctx)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("find the update %q of %s: %w", id, tenant, err)
+	}
+	return pos, true, s.seen(ctx)
+}
+
 // ReadTenant returns the events of the tenant's order after a position,
 // in position order, whose topic match accepts (asked once per topic),
 // with the page bounds of Read: at most limit events, and none that would

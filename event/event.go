@@ -36,6 +36,9 @@ type Event struct {
 	// not known): tenant streams and reads carry it, a topic's envelope
 	// does not.
 	Pos int64
+	// Update is what a Mercure publish said of the event beyond its data
+	// (plan 041); nil for every other event. No envelope shows it.
+	Update *Update
 }
 
 // AppendEnvelope appends the event's envelope, the one JSON shape that both
