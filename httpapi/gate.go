@@ -106,6 +106,29 @@ func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, tenant, topic strin
 	return &Admission{ad: ad}, aerr
 }
 
+// AdmitNamedInBody admits a write whose topics its body names (a Mercure
+// publish's form), so that no grant can be checked before the body is
+// read: the token (none needed in dev mode), the tenant's rate, then the
+// body within the limits. The caller checks the token's grants against
+// the topics it finds. The Admission must be released, even with a
+// refusal.
+func (g *Gate) AdmitNamedInBody(w http.ResponseWriter, r *http.Request, tenant string) (*Admission, Access, *refusal.Error) {
+	s := g.s
+	ad := admitted{release: func() {}}
+	a, aerr := s.grants(r, tenant, "")
+	if aerr != nil {
+		return &Admission{ad: ad}, a, aerr
+	}
+	if l := s.deps.Limits.Publish(tenant, time.Now()); l != nil {
+		return &Admission{ad: ad}, a, l
+	}
+	hold := s.deps.PublishBodies.Hold(tenant)
+	ad.release = hold.Release
+	body, aerr := s.readBody(w, r, tenant, "", hold)
+	ad.tenant, ad.body = a.Tenant, body
+	return &Admission{ad: ad}, a, aerr
+}
+
 // Commit hands req, admitted as a, to its hub and waits for its commit.
 // It answers the refusals every publish can meet and then reports false.
 func (g *Gate) Commit(w http.ResponseWriter, r *http.Request, req *backlog.Publish, a *Admission) (backlog.Result, bool) {

@@ -61,20 +61,7 @@ func (s *Server) admitPublish(w http.ResponseWriter, r *http.Request, tenant, to
 	}
 	readBody := func(budgets ...*limits.Hold) ([]byte, *refusal.Error) {
 		holds = append(holds, budgets...)
-		if s.hooks.BeforeBody != nil {
-			s.hooks.BeforeBody(tenant, topic)
-		}
-		if s.cfg.BodyTimeout > 0 {
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) //nolint:errcheck // without one, ReadTimeout bounds it
-		}
-		return notify.ReadBody(r, s.cfg.MaxBody, func(n int64) *refusal.Error {
-			for _, h := range budgets {
-				if err := h.Try(n); err != nil {
-					return err.(*refusal.Error)
-				}
-			}
-			return nil
-		})
+		return s.readBody(w, r, tenant, topic, budgets...)
 	}
 	readSigned := func() ([]byte, *refusal.Error) {
 		return readBody(s.deps.UnsignedBodies.Hold(tenant), s.deps.UnsignedByClient.Hold(clientHost(r)))
@@ -96,6 +83,26 @@ func (s *Server) admitPublish(w http.ResponseWriter, r *http.Request, tenant, to
 	}
 	ad.tenant, ad.body = ten, body
 	return ad, nil
+}
+
+// readBody reads a publish's body within --max-body and --body-timeout,
+// each chunk taken from budgets first; topic is the request's, for the
+// hook ("" when the body names it).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, tenant, topic string, budgets ...*limits.Hold) ([]byte, *refusal.Error) {
+	if s.hooks.BeforeBody != nil {
+		s.hooks.BeforeBody(tenant, topic)
+	}
+	if s.cfg.BodyTimeout > 0 {
+		http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) //nolint:errcheck // without one, ReadTimeout bounds it
+	}
+	return notify.ReadBody(r, s.cfg.MaxBody, func(n int64) *refusal.Error {
+		for _, h := range budgets {
+			if err := h.Try(n); err != nil {
+				return err.(*refusal.Error)
+			}
+		}
+		return nil
+	})
 }
 
 // notify commits a publish and answers only once it is durable.

@@ -28,7 +28,9 @@ import (
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/loopback"
+	"github.com/edgehub/edgehub/mercure"
 	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/sse"
 )
 
@@ -51,6 +53,9 @@ type Config struct {
 	// Streams is the Durable Streams protocol's: its dev-mode tenant and
 	// the times of its live reads.
 	Streams `embed:""`
+	// Mercure is the Mercure protocol's: the tenant also served at
+	// /.well-known/mercure.
+	Mercure `embed:""`
 
 	// MaxPublishBytes bounds the publish bodies in flight, server-wide.
 	MaxPublishBytes int64 `default:"134217728" env:"EDGEHUB_MAX_PUBLISH_BYTES" help:"Bytes of publish bodies in flight server-wide; more are 429 overloaded (0: no cap)."`
@@ -116,6 +121,7 @@ type (
 	HTTP    = httpapi.Config
 	Limits  = limits.Config
 	Streams = durable.Config
+	Mercure = mercure.Config
 )
 
 // Defaults is the Config of an empty command line, read from Config's
@@ -256,6 +262,9 @@ type Hooks struct {
 
 // New opens the backlog and starts the actors; Serve starts answering.
 func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Server, error) {
+	if t := cfg.Mercure.Tenant; t != "" && !names.Valid(t) {
+		return nil, fmt.Errorf("--mercure-tenant %q is not a tenant's name", t)
+	}
 	if cfg.Dev {
 		if err := checkLoopback(cfg.Addr); err != nil {
 			return nil, err
@@ -328,7 +337,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ReadBudget:    b.read,
 		SpoolBudget:   b.spool,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
-		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams)},
+		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), mercure.New(cfg.Mercure)},
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

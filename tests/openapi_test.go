@@ -362,6 +362,14 @@ func (a *api) devServer(t *testing.T) {
 		{method: "POST", path: topicPath("acme", "kv", "notify"), header: with(asJSON, "Event-Key", "sensor-2"), body: `{"c":19}`, status: 201},
 		{method: "POST", path: topicPath("acme", "kv", "notify") + "?key=sensor-2&op=delete", status: 201},
 
+		{method: "POST", path: mercureHub, header: asForm, body: "topic=https%3A%2F%2Fexample.com%2Fbooks%2F1&data=x", status: 200},
+		{method: "POST", path: mercureHub, header: with(asForm, "Idempotency-Key", "m1"), body: "topic=t&data=1", status: 200},
+		{method: "POST", path: mercureHub, header: with(asForm, "Idempotency-Key", "m1"), body: "topic=t&data=1", status: 200},
+		{method: "POST", path: mercureHub, header: with(asForm, "Idempotency-Key", "m1"), body: "topic=t&data=2", status: 422, code: refusal.IdempotencyKeyReused},
+		{method: "POST", path: mercureHub, header: asForm, body: "data=x", status: 400, code: refusal.InvalidBody},
+		{method: "POST", path: mercureHub, header: asForm, body: "topic=%2A", status: 400, code: refusal.InvalidName},
+		{method: "POST", path: mercureHub, header: asForm, body: "topic=t&type=mercure", status: 400, code: refusal.InvalidType},
+		{method: "POST", path: mercureHub, header: asForm, body: "topic=t&data=" + strings.Repeat("x", 1<<20), status: 413, code: refusal.TooLarge},
 		{method: "POST", path: topicPath(".acme", "one", "notify"), header: asJSON, body: `1`, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "POST", path: topicPath("acme", "one", "notify") + "?key=a%20b", header: asJSON, body: `1`, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "POST", path: topicPath("acme", "one", "notify") + "?type=hello", header: asJSON, body: `1`, status: 400, code: refusal.InvalidType, refused: true},
@@ -608,6 +616,8 @@ func (a *api) adminServer(t *testing.T) {
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":1}`, status: 201})
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":2}`, status: 201})
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "events") + "?after=0", header: bearer, status: 200})
+	a.do(t, b, call{method: "POST", path: mercureHub, header: asForm, body: "topic=orders", status: 401, code: refusal.Unauthorized})
+	a.do(t, b, call{method: "POST", path: mercureHub, header: with(asForm, "Authorization", bearer["Authorization"]), body: "topic=refunds", status: 403, code: refusal.Forbidden})
 	for _, c := range []call{
 		{path: "/v1/tenants/acme/events?pattern=*", header: bearer, status: 200},
 		{path: "/v1/tenants/acme/events", status: 401, code: refusal.Unauthorized},
@@ -684,6 +694,12 @@ func (a *api) issuerServer(t *testing.T) {
 	}
 }
 
+// mercureHub is the Mercure hub of tenant acme, and asForm the content
+// type of its publishes.
+const mercureHub = "/v1/tenants/acme/.well-known/mercure"
+
+var asForm = map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+
 // hsIssuer registers an issuer by an HS secret, which answers never show.
 const hsIssuer = `{"issuer":"https://idp.test","audience":"edgehub","alg":"HS256","key":"0123456789abcdef0123456789abcdef"}`
 
@@ -714,6 +730,7 @@ func (a *api) limitServer(t *testing.T) {
 	for _, c := range []call{
 		{method: "POST", path: topicPath("rate", "t", "notify"), header: asJSON, body: `1`, status: 201},
 		{method: "POST", path: topicPath("rate", "t", "notify"), header: asJSON, body: `2`, status: 429, code: refusal.RateLimited},
+		{method: "POST", path: "/v1/tenants/rate/.well-known/mercure", header: asForm, body: "topic=t", status: 429, code: refusal.RateLimited},
 		{method: "POST", path: topicPath("quota", "t", "notify"), header: asJSON, body: `"` + strings.Repeat("x", 100) + `"`, status: 429, code: refusal.QuotaExceeded},
 	} {
 		a.do(t, b, c)

@@ -1,0 +1,103 @@
+// Package mercure serves the Mercure protocol (mercure.rocks) over
+// Edgehub's hubs, beside the native API (plan 041): each tenant is a
+// Mercure hub at /v1/tenants/{tenant}/.well-known/mercure, and one tenant
+// may also be served at /.well-known/mercure, where Mercure's clients
+// look by default. An update is a durable event of its canonical topic,
+// so native streams see it too. Credentials, limits, budgets and the
+// error shape are the native API's, through httpapi.Gate; the package
+// holds no actors and no SQL.
+package mercure
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/edgehub/edgehub/httpapi"
+	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/refusal"
+)
+
+// Config is the protocol's part of the command line (server.Config
+// embeds it).
+type Config struct {
+	// Tenant is served at /.well-known/mercure too; empty: only under
+	// each tenant's path.
+	Tenant string `name:"mercure-tenant" env:"EDGEHUB_MERCURE_TENANT" help:"Tenant also served as the Mercure hub at /.well-known/mercure, where Mercure clients look by default (it may be created after the server starts)."`
+}
+
+// Protocol is the Mercure protocol, mounted on the Gate.
+type Protocol struct {
+	cfg Config
+	g   *httpapi.Gate
+}
+
+// New is the protocol with its configuration.
+func New(cfg Config) *Protocol { return &Protocol{cfg: cfg} }
+
+// Path is a hub's path below its tenant's, and the well-known one.
+const Path = "/.well-known/mercure"
+
+// CookieName is the cookie a browser's subscriber presents its token in.
+const CookieName = "mercureAuthorization"
+
+// Mount registers the hub's routes.
+func (p *Protocol) Mount(g *httpapi.Gate) {
+	p.g = g
+	g.Handle(http.MethodPost, "/v1/tenants/:tenant"+Path, p.hub(p.publish))
+	if p.cfg.Tenant != "" {
+		g.Handle(http.MethodPost, Path, p.hub(p.publish))
+	}
+}
+
+type hubHandler func(w http.ResponseWriter, r *http.Request, tenant string)
+
+// hub finds the tenant of the request (its path's, or the configured
+// one) and hands h a request whose token, wherever the protocol lets the
+// client put it, is in the Authorization header, where the Gate looks.
+func (p *Protocol) hub(h hubHandler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		tenant := ps.ByName("tenant")
+		if tenant == "" {
+			tenant = p.cfg.Tenant
+		}
+		if !names.Valid(tenant) {
+			p.g.WriteError(w, refusal.New(refusal.InvalidName, "tenant names are 1 to %d of A-Z a-z 0-9 . _ : ~ - and do not start with '.'", names.MaxName))
+			return
+		}
+		h(w, withToken(r), tenant)
+	}
+}
+
+// withToken moves the token of a request that has no Authorization
+// header into one: from the mercureAuthorization cookie, else from 0.x's
+// authorization query parameter. The header wins when there are several,
+// as the protocol says.
+func withToken(r *http.Request) *http.Request {
+	if r.Header.Get("Authorization") != "" {
+		return r
+	}
+	raw := ""
+	if c, err := r.Cookie(CookieName); err == nil {
+		raw = c.Value
+	} else if v := r.URL.Query().Get("authorization"); v != "" {
+		raw = v
+	}
+	if raw == "" {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(raw))
+	return r
+}
+
+// bearerError is the RFC 6750 challenge of a refused credential.
+func bearerError(w http.ResponseWriter, e *refusal.Error) {
+	switch e.Code {
+	case refusal.Unauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="invalid_token"`)
+	case refusal.Forbidden:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="insufficient_scope"`)
+	}
+}
