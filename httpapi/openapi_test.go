@@ -3,8 +3,6 @@ package httpapi
 import (
 	"net/http"
 	"net/http/httptest"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -47,44 +45,6 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 			for _, s := range e.SchemaValidationErrors {
 				t.Errorf("  %s (%s, %s)", s.Reason, s.FieldPath, s.KeywordLocation)
 			}
-		}
-	}
-}
-
-// pathParam is a pattern's parameter, :name for the router and {name} for
-// OpenAPI.
-var pathParam = regexp.MustCompile(`:([a-z]+)`)
-
-// Every route New registers is an operation of the document, and every
-// operation of the document is a route New registers. In dev mode New
-// registers them all (the console's exist only there or with an admin
-// key).
-func TestOpenAPICoversEveryRoute(t *testing.T) {
-	s := New(Config{Dev: true}, Deps{Metrics: metrics.New()}, Hooks{})
-	var registered []string
-	for _, r := range s.routes {
-		registered = append(registered, pathParam.ReplaceAllString(r, "{$1}"))
-	}
-	_, m := openapiModel(t)
-	var documented []string
-	for path, item := range m.Model.Paths.PathItems.FromOldest() {
-		for method := range item.GetOperations().FromOldest() {
-			documented = append(documented, strings.ToUpper(method)+" "+path)
-		}
-	}
-	for _, r := range registered {
-		if !slices.Contains(documented, r) {
-			t.Errorf("route %s is not in openapi.yaml", r)
-		}
-	}
-	for _, d := range documented {
-		// Protocols mount their own routes; packages durable and mercure
-		// check theirs.
-		if path := strings.SplitN(d, " ", 2)[1]; strings.HasPrefix(path, "/v1/stream/") || strings.HasSuffix(path, "/.well-known/mercure") {
-			continue
-		}
-		if !slices.Contains(registered, d) {
-			t.Errorf("openapi.yaml has %s, which is no route", d)
 		}
 	}
 }

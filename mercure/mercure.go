@@ -39,8 +39,9 @@ func New(cfg Config) *Protocol { return &Protocol{cfg: cfg} }
 // Path is a hub's path below its tenant's, and the well-known one.
 const Path = "/.well-known/mercure"
 
-// CookieName is the cookie a browser's subscriber presents its token in.
-const CookieName = "mercureAuthorization"
+// The cookies a browser's client presents its token in: 0.x's name,
+// which the contract names, and the current revision's.
+var cookieNames = []string{"mercureAuthorization", "__Secure-mercure_access_token"}
 
 // Mount registers the hub's routes.
 func (p *Protocol) Mount(g *httpapi.Gate) {
@@ -71,18 +72,18 @@ func (p *Protocol) hub(h hubHandler) httprouter.Handle {
 }
 
 // withToken moves the token of a request that has no Authorization
-// header into one: from the mercureAuthorization cookie, else from 0.x's
-// authorization query parameter. The header wins when there are several,
-// as the protocol says.
+// header into one: from 0.x's authorization query parameter, else from a
+// cookie (cookieNames, in order): the protocol's order of preference.
 func withToken(r *http.Request) *http.Request {
 	if r.Header.Get("Authorization") != "" {
 		return r
 	}
-	raw := ""
-	if c, err := r.Cookie(CookieName); err == nil {
-		raw = c.Value
-	} else if v := r.URL.Query().Get("authorization"); v != "" {
-		raw = v
+	raw := r.URL.Query().Get("authorization")
+	for _, name := range cookieNames {
+		if c, err := r.Cookie(name); raw == "" && err == nil && c.Value != "" {
+			raw = c.Value
+			break
+		}
 	}
 	if raw == "" {
 		return r

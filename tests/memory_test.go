@@ -213,7 +213,8 @@ func TestTLSStreamsOutliveTheWriteTimeout(t *testing.T) {
 // Idle streams are most of a hub's streams, and what each holds bounds
 // how many one machine serves: 5000 streams that have their hello and
 // then sit cost the server at most idleStreamKiB of resident memory each.
-// Measured here: 9 to 11 KiB (the collector's timing moves it), 29 KiB
+// Measured here, after a collection: 10 to 12 KiB (without one, the
+// collector's timing moved it up to 14 under load), 29 KiB
 // when streams stay on net/http's response; the benchmark's 10000 idle
 // streams, after they settle, 7.6 KiB (plans/018-performance.md). The
 // streams are raw connections, so the test process holds nothing per
@@ -223,8 +224,19 @@ func TestIdleStreamsHoldLittleEach(t *testing.T) {
 		streams       = 5000
 		idleStreamKiB = 14
 	)
-	p := startAt(t, plainBinary, nil, t.TempDir(), "127.0.0.1:0", "--dev", "--max-streams", "0", "--max-tenant-streams", "0")
+	pprofAddr := freeAddr(t)
+	p := startAt(t, plainBinary, nil, t.TempDir(), "127.0.0.1:0", "--dev", "--max-streams", "0", "--max-tenant-streams", "0", "--pprof-addr", pprofAddr)
 	pid := p.cmd.Process.Pid
+	// settled is the server's resident memory after a collection, so that
+	// garbage the collector had yet to reach (which the load of other tests
+	// beside this one delays) is not counted as held.
+	settled := func() float64 {
+		t.Helper()
+		if st, _, b := do(t, "GET", "http://"+pprofAddr+"/debug/pprof/heap?gc=1", "", ""); st != 200 {
+			t.Fatalf("a collection through pprof: %d %s", st, b)
+		}
+		return rssMiB(t, pid)
+	}
 	addr := strings.TrimPrefix(p.base, "http://")
 	// One stream first, so that the hub and the server's first-use
 	// allocations are in the baseline.
@@ -255,13 +267,13 @@ func TestIdleStreamsHoldLittleEach(t *testing.T) {
 		warm = append(warm, open(i))
 	}
 	helloed(warm)
-	base := rssMiB(t, pid)
+	base := settled()
 	conns := make([]net.Conn, 0, streams)
 	for i := range streams {
 		conns = append(conns, open(i))
 	}
 	helloed(conns)
-	got := (rssMiB(t, pid) - base) * 1024 / streams
+	got := (settled() - base) * 1024 / streams
 	t.Logf("%d idle streams: %.1f KiB resident each", streams, got)
 	if got > idleStreamKiB {
 		t.Fatalf("an idle stream holds %.1f KiB; want at most %d", got, idleStreamKiB)
