@@ -15,6 +15,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/notify"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -57,8 +58,8 @@ func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, tenant string
 		Events:        []event.Event{{Type: up.typ, Data: data, Update: &up.u}},
 		RequireTenant: !p.g.Dev(), Generation: a.Tenant.Generation}
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
-		if !names.ValidTopic(k) {
-			p.g.WriteError(w, refusal.New(refusal.InvalidIdempotencyKey, "an Idempotency-Key follows the name rules of topics"))
+		if aerr := notify.CheckIdempotencyKey(k); aerr != nil {
+			p.g.WriteError(w, aerr)
 			return
 		}
 		h := sha256.Sum256(ad.Body())

@@ -99,9 +99,8 @@ func ParseOptions(r *http.Request, m *Meta, via Credentials) *refusal.Error {
 	case m.Op != event.OpUpsert && m.Op != event.OpDelete:
 		return refusal.New(refusal.InvalidOp, "op must be upsert or delete")
 	}
-	if len(m.IdemKey) > MaxIdempotencyKey || !printable(m.IdemKey) {
-		return refusal.New(refusal.InvalidIdempotencyKey,
-			"idempotency key must be at most %d printable ASCII characters", MaxIdempotencyKey)
+	if aerr := CheckIdempotencyKey(m.IdemKey); aerr != nil {
+		return aerr
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/x-ndjson" {
@@ -269,6 +268,16 @@ func first(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// CheckIdempotencyKey refuses a key that is not at most MaxIdempotencyKey
+// printable ASCII characters: the one rule of every protocol's keys.
+func CheckIdempotencyKey(k string) *refusal.Error {
+	if len(k) > MaxIdempotencyKey || !printable(k) {
+		return refusal.New(refusal.InvalidIdempotencyKey,
+			"idempotency key must be at most %d printable ASCII characters", MaxIdempotencyKey)
+	}
+	return nil
 }
 
 func printable(s string) bool {

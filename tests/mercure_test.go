@@ -84,6 +84,7 @@ func TestMercurePublishIsAnEvent(t *testing.T) {
 		{"a space in the type", url.Values{"topic": {"t"}, "type": {"a b"}}, nil, 400, "invalid_type"},
 		{"a negative retry", url.Values{"topic": {"t"}, "retry": {"-1"}}, nil, 400, "invalid_body"},
 		{"not UTF-8", url.Values{"topic": {"t"}, "data": {"\xff"}}, nil, 400, "invalid_body"},
+		{"a space in the Idempotency-Key", url.Values{"topic": {"t"}}, map[string]string{"Idempotency-Key": "a b"}, 400, "invalid_idempotency_key"},
 		{"JSON, not a form", url.Values{"topic": {"t"}}, map[string]string{"Content-Type": "application/json"}, 400, "invalid_body"},
 		{"over --max-body", url.Values{"topic": {"t"}, "data": {strings.Repeat("x", 5000)}}, nil, 413, "too_large"},
 	}
