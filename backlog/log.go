@@ -95,7 +95,7 @@ type Log interface {
 	// ReadTenant reads the tenant's order after a position, the events of
 	// the topics match selects, with the gaps owed (Store.ReadTenant).
 	ReadTenant(ctx context.Context, tenant string, after int64, match func(topic string) bool, limit, maxBytes int) (TenantPage, error)
-	// UpdatePosition finds the tenant position of the newest update that
+	// UpdatePosition finds the tenant position of the earliest update that
 	// its publisher gave the id (Store.UpdatePosition).
 	UpdatePosition(ctx context.Context, tenant, id string) (pos int64, found bool, err error)
 	// Topics lists the tenant's topics by name (Store.Topics).

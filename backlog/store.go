@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -437,14 +438,14 @@ const (
 	tenantGapsMax = 1000
 )
 
-// UpdatePosition is the tenant position of the newest event whose Mercure
+// UpdatePosition is the tenant position of the earliest event whose Mercure
 // update its publisher gave the id, so that a subscriber resuming after
 // that id resumes there; found is false when no retained event has it
 // (ids may repeat: the protocol leaves them to publishers).
 func (s *Store) UpdatePosition(ctx context.Context, tenant, id string) (int64, bool, error) {
 	var pos int64
 	err := s.read.QueryRowContext(ctx, s.q(`SELECT e.pos FROM events e JOIN usage u ON u.id = e.tenant_key
-		WHERE u.tenant = ? AND e.update_id = ? ORDER BY e.pos DESC LIMIT 1`), tenant, id).Scan(&pos)
+		WHERE u.tenant = ? AND e.update_id = ? ORDER BY e.pos LIMIT 1`), tenant, id).Scan(&pos)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, s.seen(ctx)
 	}
@@ -455,7 +456,8 @@ func (s *Store) UpdatePosition(ctx context.Context, tenant, id string) (int64, b
 }
 
 // ReadTenant returns the events of the tenant's order after a position,
-// in position order, whose topic match accepts (asked once per topic),
+// in position order, whose topic or one of its others (a Mercure
+// update's) match accepts (asked once per topic),
 // with the page bounds of Read: at most limit events, and none that would
 // take the data past maxBytes unless the page is empty; and at most
 // tenantGapsMax gaps, Next cut short to the last one's position if there
@@ -527,7 +529,7 @@ func (s *Store) readOrder(ctx context.Context, tx *sql.Tx, orderKey, after int64
 			case scanned == tenantScanMax:
 				stopped = true
 				return false
-			case !wanted || e.Seq <= trimmed:
+			case !wanted && !slices.ContainsFunc(e.Others(), match) || e.Seq <= trimmed:
 			case len(p.Events) == limit || len(p.Events) > 0 && size+len(e.Data) > maxBytes:
 				stopped = true
 				return false

@@ -11,9 +11,10 @@ import (
 // What a Mercure publish says of its event beyond the data (its other
 // topics, private, retry, its id) is stored with it, as a single row and
 // inside a segment, and every read gives it back: a topic's read and the
-// tenant's. A subscriber resuming after an id finds the newest position
-// that had it; an id never given, or one whose events retention removed,
-// is not found. The attrs count in the tenant's stored bytes, and the
+// tenant's, and a tenant read selects an update by any of its topics. A
+// subscriber resuming after an id finds the earliest position that had
+// it, as the protocol says; an id never given, or one whose events
+// retention removed, is not found. The attrs count in the tenant's stored bytes, and the
 // measure the purge takes away is the one the commit added.
 func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 	l := openTest(t)
@@ -28,6 +29,7 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 		// A batch is a segment: its events' attrs are in the segment.
 		&Publish{Tenant: "acme", Topic: "https://example.com/books/1", Batch: true, Events: []event.Event{
 			{Type: "message", Data: []byte(`"b"`), Update: again}, {Type: "message", Data: []byte(`"c"`), Update: first}}},
+		&Publish{Tenant: "acme", Topic: "https://example.com/books/2", Events: []event.Event{{Type: "message", Data: []byte(`"d"`), Update: again}}},
 	)
 	p, err := l.Read(ctx, "acme", "https://example.com/books/1", 0, 10, 1<<20)
 	if err != nil || len(p.Events) != 3 {
@@ -39,7 +41,7 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 		}
 	}
 	tp, err := l.ReadTenant(ctx, "acme", 0, func(string) bool { return true }, 10, 1<<20)
-	if err != nil || len(tp.Events) != 4 {
+	if err != nil || len(tp.Events) != 5 {
 		t.Fatalf("tenant read: %d events: %v", len(tp.Events), err)
 	}
 	for i, want := range append(in[:2:2], again, first) {
@@ -47,9 +49,13 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 			t.Errorf("tenant read, position %d: update %+v, want %+v", tp.Events[i].Pos, tp.Events[i].Update, want)
 		}
 	}
+	by, err := l.ReadTenant(ctx, "acme", 0, func(topic string) bool { return topic == "https://example.com/authors/2" }, 10, 1<<20)
+	if err != nil || len(by.Events) != 2 || by.Events[0].Pos != 1 || by.Events[1].Pos != 4 {
+		t.Errorf("a tenant read selecting an update's other topic: %+v %v, want positions 1 and 4", by.Events, err)
+	}
 	if pos, found, err := l.UpdatePosition(ctx, "acme", "urn:book:1"); err != nil || !found || pos != 1 {
 		// the segment's events are not indexed by id: only single rows
-		t.Errorf("the newest position of urn:book:1: %d %v %v, want 1 (a batch's are not looked up)", pos, found, err)
+		t.Errorf("the earliest position of urn:book:1: %d %v %v, want 1 of 1 and 5 (a batch's are not looked up)", pos, found, err)
 	}
 	for _, tc := range []struct{ tenant, id string }{{"acme", "urn:never"}, {"globex", "urn:book:1"}} {
 		if _, found, err := l.UpdatePosition(ctx, tc.tenant, tc.id); err != nil || found {

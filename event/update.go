@@ -22,6 +22,15 @@ type Update struct {
 	Retry int64 `json:"retry,omitempty"`
 }
 
+// Others is the topics of e besides its own, by which a Mercure
+// subscriber may select it too: none for a native event.
+func (e *Event) Others() []string {
+	if e.Update == nil {
+		return nil
+	}
+	return e.Update.Topics
+}
+
 // EncodeUpdate is how an update is stored beside its event: compact
 // JSON, or nil for an event that is none.
 func EncodeUpdate(u *Update) []byte {

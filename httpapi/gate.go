@@ -175,3 +175,21 @@ func (g *Gate) WriteTimeout() time.Duration { return g.s.cfg.WriteTimeout }
 // of a read answer the protocol builds in memory; release it once the
 // answer is written.
 func (g *Gate) Hold(tenant string) *limits.Hold { return g.s.deps.ReadBudget.Hold(tenant) }
+
+// AuthorizeSubscriber checks the credentials of a subscriber who may
+// come with none (Mercure's anonymous subscribers, who see only public
+// updates): without a token, an Access that grants nothing, for a tenant
+// that exists (any, in dev mode), and anonymous true; with one, what it
+// grants, as for any stream.
+func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, anonymous bool, aerr *refusal.Error) {
+	s := g.s
+	if token(r) != "" {
+		a, aerr = s.grants(r, tenant, "")
+		return a, false, aerr
+	}
+	if s.cfg.Dev {
+		return Access{Tenant: auth.Tenant{Name: tenant}}, true, nil
+	}
+	t, aerr := s.tenant(r, tenant, "", "none")
+	return Access{Tenant: t}, true, aerr
+}

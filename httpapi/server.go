@@ -23,7 +23,6 @@ import (
 	"github.com/edgehub/edgehub/metrics"
 	"github.com/edgehub/edgehub/names"
 	"github.com/edgehub/edgehub/refusal"
-	"github.com/edgehub/edgehub/selector"
 )
 
 // Config is the HTTP side of the command line. Its tags are flags of
@@ -354,7 +353,7 @@ func (s *Server) openOn(tenant string) (map[string]int, []selectionCount) {
 
 // selectionCount is n open tenant streams with one selection.
 type selectionCount struct {
-	sel *selector.Set
+	sel Selection
 	n   int
 }
 

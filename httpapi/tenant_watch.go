@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/refusal"
@@ -30,6 +31,41 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	from.Snapshot = false // a tenant stream has none
+	s.serveTenant(w, r, ten, sel, from, nil, time.Time{})
+}
+
+// Selection is a tenant stream's selection as the hub and the topic list
+// see it: what it selects, and, so that streams that select alike are
+// counted as one group, a key and its exact names.
+type Selection interface {
+	hub.Selection
+	Key() string
+	Names(topic string) bool
+}
+
+// TenantFrames is a protocol's wire format of a tenant stream
+// (Mercure's): its headers, its first bytes, and its frames, which may
+// leave out what its client may not see.
+type TenantFrames interface {
+	hub.TenantEncoder
+	// Header sets the stream's headers once it is registered at position.
+	Header(h http.Header, position int64)
+	// AppendOpen appends the stream's first bytes.
+	AppendOpen(b []byte, head, position int64) []byte
+}
+
+// ServeTenantStream serves a protocol's tenant stream for a, whose
+// credentials were checked: it registers with the tenant's hub at from
+// before its first byte, holds one place under the stream limits, writes
+// frames (the native ones if nil), and ends at endAt unless it is zero
+// (a token's expiry).
+func (g *Gate) ServeTenantStream(w http.ResponseWriter, r *http.Request, a Access, sel Selection, from hub.From, frames TenantFrames, endAt time.Time) {
+	g.s.serveTenant(w, r, a, sel, from, frames, endAt)
+}
+
+// serveTenant registers a tenant stream and writes it (ServeTenantStream).
+func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access, sel Selection, from hub.From, frames TenantFrames, endAt time.Time) {
+	tenant := ten.Tenant.Name
 	release, refused := s.deps.Limits.OpenStream(tenant)
 	if refused != nil {
 		writeError(w, refused)
@@ -56,6 +92,14 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 	// has had its hubs stopped, and this stream may sit on a new one; a
 	// revocation since then is seen, or sees the credential held.
 	release = s.holding(ten, sub.End, release)
+	if !endAt.IsZero() {
+		expiry := time.AfterFunc(time.Until(endAt), sub.End)
+		held := release
+		release = func() {
+			expiry.Stop()
+			held()
+		}
+	}
 	if aerr := s.stillThere(r, ten, ""); aerr != nil {
 		sub.Close()
 		release()
@@ -63,6 +107,9 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	s.deps.Metrics.StreamsOpen.Inc()
-	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant}
+	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames}
+	if frames != nil {
+		frames.Header(w.Header(), sub.Position())
+	}
 	st.serveOn(w, r)
 }

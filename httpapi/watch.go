@@ -12,7 +12,6 @@ import (
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/refusal"
-	"github.com/edgehub/edgehub/selector"
 	"github.com/edgehub/edgehub/sse"
 )
 
@@ -163,8 +162,10 @@ type sseStream struct {
 	// has a snapshot and may be written from the pool.
 	topicSub *hub.Subscription
 	// sel is a tenant stream's selection (nil for a topic's), which the
-	// topic list counts it by.
-	sel           *selector.Set
+	// topic list counts it by; frames its protocol's wire format, nil for
+	// the native one.
+	sel           Selection
+	frames        TenantFrames
 	release       func() // gives back the stream's place under the limits
 	tenant, topic string
 	wire          wire
@@ -246,6 +247,10 @@ func (st *sseStream) open() error {
 // at the pace of a read answer: a client that does not read it holds it
 // no longer than one would.
 func (st *sseStream) hello() error {
+	if st.frames != nil {
+		st.buf = st.frames.AppendOpen(st.buf, st.sub.Head(), st.sub.Position())
+		return st.flush()
+	}
 	st.buf = sse.Open(st.s.cfg.Retry, st.sub.Head(), st.sub.Position())
 	if st.topicSub == nil || st.topicSub.Snapshot() == nil {
 		return st.flush()
@@ -332,11 +337,42 @@ func (t topicSource) next(ctx context.Context, st *sseStream, b []byte, limit in
 type tenantSource struct{ *hub.TenantSubscription }
 
 func (t tenantSource) next(ctx context.Context, st *sseStream, b []byte, limit int) ([]byte, error) {
+	if st.frames != nil {
+		return t.Next(ctx, counted{st}, b, limit)
+	}
 	return t.Next(ctx, st, b, limit)
 }
 
-// AppendTenantEvent is the SSE frame of a tenant stream's event.
+// counted writes a protocol's frames, counting those it writes as the
+// native ones are counted.
+type counted struct{ st *sseStream }
+
+func (c counted) AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
+	n := len(b)
+	b = c.st.frames.AppendTenantEvent(b, e, envelope)
+	if len(b) > n {
+		c.st.events++
+	}
+	return b
+}
+
+func (c counted) AppendTopicGap(b []byte, id int64, topic string, to int64) []byte {
+	n := len(b)
+	b = c.st.frames.AppendTopicGap(b, id, topic, to)
+	if len(b) > n {
+		c.st.s.deps.Metrics.Gaps.Inc()
+	}
+	return b
+}
+
+// AppendTenantEvent is the SSE frame of a tenant stream's event. The hub
+// hands a native stream a Mercure update that one of its other topics
+// selects too: the contract selects by the event's topic, so it is
+// skipped.
 func (st *sseStream) AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
+	if len(e.Others()) > 0 && !st.sel.Match(e.Topic) {
+		return b
+	}
 	st.events++
 	return sse.AppendTenantEvent(b, e, envelope)
 }

@@ -23,9 +23,12 @@ import (
 // to go live at its position; the hub takes it live only if that position
 // is its head (or beyond it), in the same turn.
 
-// Selection is what a tenant stream asks for (package selector builds
-// it): exact topics, which the hub indexes by name, and patterns, which
-// it tests once per topic; both narrowed by the token's grants already.
+// Selection is what a tenant stream asks for (packages selector and
+// mercure build it): exact topics, which the hub indexes by name, and
+// patterns, which it tests once per topic; an event is the stream's when
+// its topic or one of its others (a Mercure update's) is selected. The
+// native selection is narrowed by the token's grants already; Mercure's
+// encoder withholds what its subscriber may not see.
 type Selection interface {
 	Match(topic string) bool
 	Exact() []string
@@ -287,6 +290,46 @@ func (h *tenantHub) matching(topic string) []*tstream {
 	return m
 }
 
+// othersOf is the topics of items besides their own (a Mercure update's
+// others), which select them too.
+func othersOf(items []*titem) []string {
+	var others []string
+	for _, it := range items {
+		others = append(others, it.Others()...)
+	}
+	return others
+}
+
+// matchingAny adds to the streams that select a commit by its topic
+// (exact, patterned) those that select it by one of its others, each
+// once: all of them come back in patterned, whose streams the hub offers
+// to only while they are live.
+func (h *tenantHub) matchingAny(exact map[*tstream]struct{}, patterned []*tstream, others []string) (map[*tstream]struct{}, []*tstream) {
+	seen := make(map[*tstream]bool, len(exact)+len(patterned))
+	var all []*tstream
+	add := func(s *tstream) {
+		if !seen[s] {
+			seen[s] = true
+			all = append(all, s)
+		}
+	}
+	for s := range exact {
+		add(s)
+	}
+	for _, s := range patterned {
+		add(s)
+	}
+	for _, t := range others {
+		for s := range h.byTopic[t] {
+			add(s)
+		}
+		for _, s := range h.matching(t) {
+			add(s)
+		}
+	}
+	return nil, all
+}
+
 // forgetMatched forgets every pattern test: the live pattern streams
 // changed, or what is remembered reached its bounds.
 func (h *tenantHub) forgetMatched() {
@@ -361,6 +404,9 @@ func (h *tenantHub) apply(items []*titem) {
 	h.head = items[len(items)-1].Pos
 	topic := items[0].Topic // a commit is one topic's
 	exact, patterned := h.byTopic[topic], h.matching(topic)
+	if others := othersOf(items); len(others) > 0 {
+		exact, patterned = h.matchingAny(exact, patterned, others)
+	}
 	if len(exact)+len(patterned) == 0 {
 		return
 	}

@@ -93,6 +93,20 @@ func (m *Matcher) Match(topic string) bool {
 	return false
 }
 
+// Exact says whether m selects only the topic its pattern spells, so
+// that a hub may find it by that name instead of testing it.
+func (m *Matcher) Exact() bool {
+	switch m.Kind {
+	case Glob:
+		return !strings.Contains(m.Pattern, "*")
+	case Exact:
+		return true
+	case Template:
+		return m.Pattern != "*" && m.re == nil
+	}
+	return false
+}
+
 // All is a matcher of every topic.
 func All() Matcher { return Matcher{Kind: Glob, Pattern: "*"} }
 

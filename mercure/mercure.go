@@ -47,8 +47,10 @@ var cookieNames = []string{"mercureAuthorization", "__Secure-mercure_access_toke
 func (p *Protocol) Mount(g *httpapi.Gate) {
 	p.g = g
 	g.Handle(http.MethodPost, "/v1/tenants/:tenant"+Path, p.hub(p.publish))
+	g.Handle(http.MethodGet, "/v1/tenants/:tenant"+Path, p.hub(p.subscribe))
 	if p.cfg.Tenant != "" {
 		g.Handle(http.MethodPost, Path, p.hub(p.publish))
+		g.Handle(http.MethodGet, Path, p.hub(p.subscribe))
 	}
 }
 
@@ -93,12 +95,15 @@ func withToken(r *http.Request) *http.Request {
 	return r
 }
 
-// bearerError is the RFC 6750 challenge of a refused credential.
-func bearerError(w http.ResponseWriter, e *refusal.Error) {
-	switch e.Code {
-	case refusal.Unauthorized:
+// bearerError is the RFC 6750 challenge of a refused credential: a bare
+// one when the request presented none.
+func bearerError(w http.ResponseWriter, r *http.Request, e *refusal.Error) {
+	switch {
+	case e.Code == refusal.Unauthorized && r.Header.Get("Authorization") == "":
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure"`)
+	case e.Code == refusal.Unauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="invalid_token"`)
-	case refusal.Forbidden:
+	case e.Code == refusal.Forbidden:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="insufficient_scope"`)
 	}
 }

@@ -40,7 +40,7 @@ func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, tenant string
 	ad, a, aerr := p.g.AdmitNamedInBody(w, r, tenant)
 	defer ad.Release()
 	if aerr != nil {
-		bearerError(w, aerr)
+		bearerError(w, r, aerr)
 		p.g.WriteError(w, aerr)
 		return
 	}
@@ -49,7 +49,7 @@ func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, tenant string
 		aerr = granted(a.Token.Grant(auth.Publish), up.topics)
 	}
 	if aerr != nil {
-		bearerError(w, aerr)
+		bearerError(w, r, aerr)
 		p.g.WriteError(w, aerr)
 		return
 	}

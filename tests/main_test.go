@@ -315,22 +315,7 @@ func (p *proc) watch(t *testing.T, topic, query string, header map[string]string
 // openStream opens the stream at url, which must answer 200.
 func openStream(t *testing.T, url string, header map[string]string) *stream {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("watch: %d %s", resp.StatusCode, b)
-	}
+	resp := get200(t, url, header)
 	s := &stream{resp: resp, frames: make(chan sse.Frame, 4096)}
 	go func() {
 		defer close(s.frames)
@@ -346,6 +331,29 @@ func openStream(t *testing.T, url string, header map[string]string) *stream {
 	}()
 	t.Cleanup(s.close)
 	return s
+}
+
+// get200 sends a GET to url with the headers given and fails the test
+// unless the answer is 200; the caller closes the body.
+func get200(t *testing.T, url string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return resp
 }
 
 func (s *stream) close() { s.resp.Body.Close() }

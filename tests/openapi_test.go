@@ -370,6 +370,8 @@ func (a *api) devServer(t *testing.T) {
 		{method: "POST", path: mercureHub, header: asForm, body: "topic=%2A", status: 400, code: refusal.InvalidName},
 		{method: "POST", path: mercureHub, header: asForm, body: "topic=t&type=mercure", status: 400, code: refusal.InvalidType},
 		{method: "POST", path: mercureHub, header: asForm, body: "topic=t&data=" + strings.Repeat("x", 1<<20), status: 413, code: refusal.TooLarge},
+		{method: "GET", path: mercureHub, status: 400, code: refusal.InvalidSelector},
+		{method: "GET", path: mercureHub + "?match_regexp=.*", status: 400, code: refusal.InvalidSelector, refused: true},
 		{method: "POST", path: topicPath(".acme", "one", "notify"), header: asJSON, body: `1`, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "POST", path: topicPath("acme", "one", "notify") + "?key=a%20b", header: asJSON, body: `1`, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "POST", path: topicPath("acme", "one", "notify") + "?type=hello", header: asJSON, body: `1`, status: 400, code: refusal.InvalidType, refused: true},
@@ -617,6 +619,8 @@ func (a *api) adminServer(t *testing.T) {
 	a.do(t, b, call{method: "POST", path: topicPath("acme", "orders", "notify"), header: with(asJSON, "Authorization", bearer["Authorization"]), body: `{"n":2}`, status: 201})
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "events") + "?after=0", header: bearer, status: 200})
 	a.do(t, b, call{method: "POST", path: mercureHub, header: asForm, body: "topic=orders", status: 401, code: refusal.Unauthorized})
+	a.do(t, b, call{method: "GET", path: "/v1/tenants/ghost/.well-known/mercure?match=orders", status: 401, code: refusal.Unauthorized})
+	a.do(t, b, call{method: "GET", path: mercureHub + "?match=orders", header: bad, status: 401, code: refusal.Unauthorized})
 	a.do(t, b, call{method: "POST", path: mercureHub, header: with(asForm, "Authorization", bearer["Authorization"]), body: "topic=refunds", status: 403, code: refusal.Forbidden})
 	for _, c := range []call{
 		{path: "/v1/tenants/acme/events?pattern=*", header: bearer, status: 200},
@@ -633,6 +637,12 @@ func (a *api) adminServer(t *testing.T) {
 	a.do(t, b, call{method: "GET", path: topicPath("acme", "orders", "state"), header: bearer, status: 200})
 	s := a.watchStream(t, b, call{path: topicPath("acme", "orders", "watch") + "?after=1&access_token=" + tok.Token})
 	a.frames(t, s, "message")
+	// A Mercure subscription resumed after the first update: the second,
+	// in Mercure's frames (not the native ones StreamFrame describes).
+	ms := a.watchStream(t, b, call{path: mercureHub + "?match=orders", header: with(bearer, "Last-Event-ID", "#1")})
+	if f, err := ms.dec.Next(); err != nil || f.ID != "#2" || f.Data != `{"n":2}` {
+		t.Fatalf("the Mercure stream's first update: %+v %v", f, err)
+	}
 	ts := a.watchStream(t, b, call{path: "/v1/tenants/acme/watch?pattern=ord*&after=0&access_token=" + tok.Token})
 	a.frames(t, ts, "hello")
 
@@ -739,6 +749,7 @@ func (a *api) limitServer(t *testing.T) {
 	a.frames(t, s, "hello")
 	a.do(t, b, call{method: "GET", path: topicPath("streams", "u", "watch"), status: 429, code: refusal.TooManyStreams})
 	a.do(t, b, call{method: "GET", path: "/v1/tenants/streams/watch", status: 429, code: refusal.TooManyStreams})
+	a.do(t, b, call{method: "GET", path: "/v1/tenants/streams/.well-known/mercure?match=*", status: 429, code: refusal.TooManyStreams})
 }
 
 // throttleServer drives the throttle of refused admin keys: once the

@@ -1,0 +1,272 @@
+package mercure
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/edgehub/edgehub/auth"
+	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/match"
+	"github.com/edgehub/edgehub/refusal"
+)
+
+// The protocol's bounds on a subscription's selectors.
+const (
+	maxSelectors     = 100
+	maxSelectorBytes = 4096
+)
+
+// subscribe serves a Mercure subscription: a tenant stream whose
+// selection is the protocol's, resumed after any id the hub has given,
+// in Mercure's frames, withholding what the subscriber may not see.
+func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, tenant string) {
+	a, anonymous, aerr := p.g.AuthorizeSubscriber(r, tenant)
+	if aerr != nil {
+		bearerError(w, r, aerr)
+		p.g.WriteError(w, aerr)
+		return
+	}
+	sel, aerr := parseSelection(r)
+	if aerr != nil {
+		p.g.WriteError(w, aerr)
+		return
+	}
+	f := &frames{grants: a.Token.Grant(auth.Subscribe)}
+	if anonymous {
+		f.grants = auth.Grant{}
+	}
+	from, aerr := p.resume(r.Context(), r, tenant, f)
+	if aerr != nil {
+		p.g.WriteError(w, aerr)
+		return
+	}
+	p.g.ServeTenantStream(w, r, a, sel, from, f, a.Token.Expires)
+}
+
+// resume is where a subscription starts: after the update whose id the
+// client sends (the Last-Event-ID header, else the current revision's
+// last_event_id, else 0.x's lastEventID), at the start for earliest, or
+// live from now for none, or for an id the hub has not got (which its
+// Mercure-Last-Event-ID says).
+func (p *Protocol) resume(ctx context.Context, r *http.Request, tenant string, f *frames) (hub.From, *refusal.Error) {
+	q := r.URL.Query()
+	id, asked := r.Header.Get("Last-Event-ID"), r.Header.Get("Last-Event-ID") != ""
+	for _, name := range []string{"last_event_id", "lastEventID"} {
+		if !asked && q.Has(name) {
+			id, asked = q.Get(name), true
+		}
+	}
+	if !asked {
+		return hub.From{Now: true}, nil
+	}
+	f.resumed = true
+	if id == earliest {
+		f.lastID = earliest
+		return hub.From{}, nil
+	}
+	if n, ok := strings.CutPrefix(id, "#"); ok {
+		if pos, err := strconv.ParseInt(n, 10, 64); err == nil && pos >= 0 && strconv.FormatInt(pos, 10) == n {
+			f.lastID = id
+			return hub.From{After: pos}, nil
+		}
+	}
+	pos, found, err := p.g.Log().UpdatePosition(ctx, tenant, id)
+	if err != nil {
+		p.g.Logger().Error("find a Mercure update by its id", "tenant", tenant, "err", err)
+		return hub.From{}, refusal.New(refusal.Unavailable, "the update the subscription resumes after could not be looked up")
+	}
+	if !found {
+		return hub.From{Now: true}, nil // the header says where it starts
+	}
+	f.lastID = id
+	return hub.From{After: pos}, nil
+}
+
+// selection is a subscription's selectors: the exact topics, which the
+// tenant hub indexes, and the rest (URL patterns, URI templates, the
+// wildcard), which it tests once per topic. Mercure selects an update by
+// any of its topics; what the subscriber may see is the frames' to say.
+type selection struct {
+	exact    map[string]bool
+	patterns []match.Matcher
+}
+
+// parseSelection reads the current revision's match, match_exact and
+// match_urlpattern and 0.x's topic (a URI template, "*", or a topic);
+// any other match… parameter is a matcher the hub does not know: 400.
+func parseSelection(r *http.Request) (*selection, *refusal.Error) {
+	s := &selection{exact: map[string]bool{}}
+	n := 0
+	for name, values := range r.URL.Query() {
+		var kind match.Kind
+		switch name {
+		case "match", "match_exact":
+			kind = match.Exact
+		case "match_urlpattern":
+			kind = match.URLPattern
+		case "topic":
+			kind = match.Template
+		default:
+			if strings.HasPrefix(strings.ToLower(name), "match") {
+				return nil, refusal.New(refusal.InvalidSelector, "matcher %q is not one this hub knows: match, match_exact, match_urlpattern, or 0.x's topic", name)
+			}
+			continue
+		}
+		for _, v := range values {
+			if n++; n > maxSelectors {
+				return nil, refusal.New(refusal.InvalidSelector, "at most %d selectors", maxSelectors)
+			}
+			if v == "" || len(v) > maxSelectorBytes {
+				return nil, refusal.New(refusal.InvalidSelector, "a selector is 1 to %d bytes", maxSelectorBytes)
+			}
+			m, err := match.Compile(kind, v)
+			if err != nil {
+				return nil, refusal.New(refusal.InvalidSelector, "%v", err)
+			}
+			if v == "*" {
+				m = match.All() // the wildcard of every kind
+			}
+			if v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()) {
+				s.exact[v] = true
+			} else {
+				s.patterns = append(s.patterns, m)
+			}
+		}
+	}
+	if n == 0 {
+		return nil, refusal.New(refusal.InvalidSelector, "a subscription names at least one match, match_urlpattern or topic")
+	}
+	return s, nil
+}
+
+// Match says whether topic is selected.
+func (s *selection) Match(topic string) bool { return s.exact[topic] || s.MatchPattern(topic) }
+
+// Exact is the topics selected by name, which the tenant hub indexes.
+func (s *selection) Exact() []string {
+	topics := make([]string, 0, len(s.exact))
+	for t := range s.exact {
+		topics = append(topics, t)
+	}
+	return topics
+}
+
+// Names says whether topic is selected by name.
+func (s *selection) Names(topic string) bool { return s.exact[topic] }
+
+// Patterned says whether some topics are selected by a pattern.
+func (s *selection) Patterned() bool { return len(s.patterns) > 0 }
+
+// MatchPattern says whether a pattern selects topic.
+func (s *selection) MatchPattern(topic string) bool {
+	return slices.ContainsFunc(s.patterns, func(m match.Matcher) bool { return m.Match(topic) })
+}
+
+// Key is the same for two subscriptions that select alike, so that the
+// topic list counts their streams as one group.
+func (s *selection) Key() string {
+	parts := make([]string, 0, len(s.exact)+len(s.patterns))
+	for t := range s.exact {
+		parts = append(parts, "e"+strconv.Itoa(len(t))+":"+t)
+	}
+	for _, m := range s.patterns {
+		parts = append(parts, strconv.Itoa(int(m.Kind))+"p"+strconv.Itoa(len(m.Pattern))+":"+m.Pattern)
+	}
+	slices.Sort(parts)
+	return "mercure|" + strings.Join(parts, "|")
+}
+
+// frames writes a subscription in Mercure's frames: each update's id (its
+// publisher's, or the hub's #<position>), its type unless message, its
+// retry, and one data line per line. It leaves out what the subscriber
+// may not see: an update is public, or private (every native event is),
+// and then only for a subscriber whose token grants one of its topics.
+type frames struct {
+	grants auth.Grant
+	// resumed says the client asked to resume; lastID is the id its
+	// stream starts after, "" when the hub had not got the one asked for.
+	resumed bool
+	lastID  string
+}
+
+// Header says where a resumed stream starts, as the protocol's
+// Mercure-Last-Event-ID (and 0.x's Last-Event-ID): the id asked for when
+// the hub has it, else that of the head it starts at, or earliest.
+func (f *frames) Header(h http.Header, position int64) {
+	if !f.resumed {
+		return
+	}
+	id := f.lastID
+	switch {
+	case id != "":
+	case position == 0:
+		id = earliest
+	default:
+		id = positionID(position)
+	}
+	h.Set("Mercure-Last-Event-ID", id)
+	h.Set("Last-Event-ID", id)
+}
+
+// AppendOpen starts the body with a comment, so that the client's open
+// event fires at once.
+func (f *frames) AppendOpen(b []byte, _, _ int64) []byte { return append(b, ":\n\n"...) }
+
+// AppendTenantEvent appends the frame of e, if the subscriber may see it.
+func (f *frames) AppendTenantEvent(b []byte, e *event.OfTenant, _ []byte) []byte {
+	u := e.Update
+	if (u == nil || u.Private) && !f.grants.Match(e.Topic) && !slices.ContainsFunc(e.Others(), f.grants.Match) {
+		return b
+	}
+	b = append(b, "id: "...)
+	if u != nil && u.ID != "" {
+		b = append(b, u.ID...)
+	} else {
+		b = append(b, positionID(e.Pos)...)
+	}
+	b = append(b, '\n')
+	if e.Type != "message" {
+		b = append(append(append(b, "event: "...), e.Type...), '\n')
+	}
+	if u != nil && u.Retry > 0 {
+		b = strconv.AppendInt(append(b, "retry: "...), u.Retry, 10)
+		b = append(b, '\n')
+	}
+	data := string(e.Data)
+	if u != nil {
+		_ = json.Unmarshal(e.Data, &data) // an update's data is stored as a JSON string
+	}
+	for _, line := range lines(data) {
+		b = append(append(append(b, "data: "...), line...), '\n')
+	}
+	return append(b, '\n')
+}
+
+// AppendTopicGap appends, for a subscriber whose token grants the topic,
+// a gap event: retention removed events of the topic up to sequence to
+// that the stream was owed. It has no id, so the client's last id stays
+// that of the frame before. Without the grant, naming the topic would
+// say what the subscriber may not see.
+func (f *frames) AppendTopicGap(b []byte, _ int64, topic string, to int64) []byte {
+	if !f.grants.Match(topic) {
+		return b
+	}
+	g, _ := json.Marshal(struct {
+		Topic string `json:"topic"`
+		To    int64  `json:"to"`
+	}{topic, to}) // a string and a number always marshal
+	b = append(b, "event: gap\ndata: "...)
+	return append(append(b, g...), "\n\n"...)
+}
+
+// lines splits data at CRLF, CR and LF, as an SSE client joins data lines
+// back with LF: at least one line.
+func lines(data string) []string {
+	data = strings.ReplaceAll(data, "\r\n", "\n")
+	return strings.Split(strings.ReplaceAll(data, "\r", "\n"), "\n")
+}
