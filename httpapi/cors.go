@@ -15,8 +15,10 @@ const corsHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key
 	"Stream-Fork-Sub-Offset, Producer-Id, Producer-Epoch, Producer-Seq, Edgehub-Tenant"
 
 // corsExposed are the answer headers such a page may read: the limits'
-// Retry-After, and what Durable Streams clients read of every answer.
-const corsExposed = "Retry-After, ETag, Location, Stream-Next-Offset, Stream-Up-To-Date, Stream-Closed, Stream-Cursor, " +
+// Retry-After, what Mercure's read (where a resumed stream starts, the
+// subscriptions' cursor), and what Durable Streams clients read of every
+// answer.
+const corsExposed = "Retry-After, Link, Mercure-Last-Event-ID, Last-Event-ID, ETag, Location, Stream-Next-Offset, Stream-Up-To-Date, Stream-Closed, Stream-Cursor, " +
 	"Stream-TTL, Stream-Expires-At, Stream-Sse-Data-Encoding, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq"
 
 // adminPrefix is where the admin API lives: its answers hold secrets, and

@@ -52,6 +52,9 @@ type TenantFrames interface {
 	Header(h http.Header, position int64)
 	// AppendOpen appends the stream's first bytes.
 	AppendOpen(b []byte, head, position int64) []byte
+	// Opened is told once the stream is registered and its credentials
+	// still hold, before its first byte; ended is called once it ends.
+	Opened() (ended func())
 }
 
 // ServeTenantStream serves a protocol's tenant stream for a, whose
@@ -106,10 +109,15 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 		writeError(w, aerr)
 		return
 	}
-	s.deps.Metrics.StreamsOpen.Inc()
-	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames}
 	if frames != nil {
+		ended, held := frames.Opened(), release
+		release = func() {
+			held()
+			ended()
+		}
 		frames.Header(w.Header(), sub.Position())
 	}
+	s.deps.Metrics.StreamsOpen.Inc()
+	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames}
 	st.serveOn(w, r)
 }

@@ -25,12 +25,17 @@ type Config struct {
 	// Tenant is served at /.well-known/mercure too; empty: only under
 	// each tenant's path.
 	Tenant string `name:"mercure-tenant" env:"EDGEHUB_MERCURE_TENANT" help:"Tenant also served as the Mercure hub at /.well-known/mercure, where Mercure clients look by default (it may be created after the server starts)."`
+	// Subscriptions turns on the protocol's active subscriptions: an
+	// event when a subscription starts or ends, and the API that lists
+	// them. Each costs a commit, so a hub with no use for them may save it.
+	Subscriptions bool `name:"mercure-subscriptions" negatable:"" default:"true" env:"EDGEHUB_MERCURE_SUBSCRIPTIONS" help:"Publish Mercure subscription events when a subscription starts or ends, and serve the subscriptions API under the hub URL."`
 }
 
 // Protocol is the Mercure protocol, mounted on the Gate.
 type Protocol struct {
-	cfg Config
-	g   *httpapi.Gate
+	cfg    Config
+	g      *httpapi.Gate
+	active active
 }
 
 // New is the protocol with its configuration.
@@ -46,15 +51,22 @@ var cookieNames = []string{"mercureAuthorization", "__Secure-mercure_access_toke
 // Mount registers the hub's routes.
 func (p *Protocol) Mount(g *httpapi.Gate) {
 	p.g = g
-	g.Handle(http.MethodPost, "/v1/tenants/:tenant"+Path, p.hub(p.publish))
-	g.Handle(http.MethodGet, "/v1/tenants/:tenant"+Path, p.hub(p.subscribe))
+	prefixes := []string{"/v1/tenants/:tenant"}
 	if p.cfg.Tenant != "" {
-		g.Handle(http.MethodPost, Path, p.hub(p.publish))
-		g.Handle(http.MethodGet, Path, p.hub(p.subscribe))
+		prefixes = append(prefixes, "")
+	}
+	for _, prefix := range prefixes {
+		g.Handle(http.MethodPost, prefix+Path, p.hub(p.publish))
+		g.Handle(http.MethodGet, prefix+Path, p.hub(p.subscribe))
+		if p.cfg.Subscriptions {
+			for _, api := range []string{"", "/:type/:match", "/:type/:match/:subscriber"} {
+				g.Handle(http.MethodGet, prefix+subscriptionsPath+api, p.hub(p.subscriptions))
+			}
+		}
 	}
 }
 
-type hubHandler func(w http.ResponseWriter, r *http.Request, tenant string)
+type hubHandler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, tenant string)
 
 // hub finds the tenant of the request (its path's, or the configured
 // one) and hands h a request whose token, wherever the protocol lets the
@@ -69,7 +81,7 @@ func (p *Protocol) hub(h hubHandler) httprouter.Handle {
 			p.g.WriteError(w, refusal.New(refusal.InvalidName, "tenant names are 1 to %d of A-Z a-z 0-9 . _ : ~ - and do not start with '.'", names.MaxName))
 			return
 		}
-		h(w, withToken(r), tenant)
+		h(w, withToken(r), ps, tenant)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/julienschmidt/httprouter"
+
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
@@ -36,7 +38,7 @@ type update struct {
 
 // publish commits an update and answers its id once it is durable:
 // 200 text/plain, as the protocol says.
-func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, tenant string) {
+func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, _ httprouter.Params, tenant string) {
 	ad, a, aerr := p.g.AdmitNamedInBody(w, r, tenant)
 	defer ad.Release()
 	if aerr != nil {
@@ -141,7 +143,7 @@ func parseForm(r *http.Request, body []byte) (update, *refusal.Error) {
 	}
 	up.typ = "message"
 	if t := form.Get("type"); t != "" {
-		if !names.ValidType(t) || t == "mercure" {
+		if !names.ValidType(t) || t == subscriptionType {
 			return up, refusal.New(refusal.InvalidType, `"type" is 1 to %d of A-Z a-z 0-9 . _ : -, and not the hub's own (hello, gap, snapshot, mercure)`, names.MaxType)
 		}
 		up.typ = t

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/julienschmidt/httprouter"
+
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/hub"
@@ -24,7 +26,7 @@ const (
 // subscribe serves a Mercure subscription: a tenant stream whose
 // selection is the protocol's, resumed after any id the hub has given,
 // in Mercure's frames, withholding what the subscriber may not see.
-func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, tenant string) {
+func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httprouter.Params, tenant string) {
 	a, anonymous, aerr := p.g.AuthorizeSubscriber(r, tenant)
 	if aerr != nil {
 		bearerError(w, r, aerr)
@@ -44,6 +46,11 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, tenant stri
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
 		return
+	}
+	if p.cfg.Subscriptions {
+		f.opened = func() func() {
+			return p.opened(r, accessOf{tenant: tenant, generation: a.Tenant.Generation}, sel)
+		}
 	}
 	p.g.ServeTenantStream(w, r, a, sel, from, f, a.Token.Expires)
 }
@@ -94,7 +101,15 @@ func (p *Protocol) resume(ctx context.Context, r *http.Request, tenant string, f
 type selection struct {
 	exact    map[string]bool
 	patterns []match.Matcher
+	// given is each distinct selector as the subscriber wrote it, for
+	// its subscription events.
+	given []selector
 }
+
+// selector is one of a subscription's selectors, named by the
+// protocol's matcher type: exact, urlpattern, or template for a 0.x URI
+// template.
+type selector struct{ matchType, match string }
 
 // parseSelection reads the current revision's match, match_exact and
 // match_urlpattern and 0.x's topic (a URI template, "*", or a topic);
@@ -131,10 +146,21 @@ func parseSelection(r *http.Request) (*selection, *refusal.Error) {
 			if v == "*" {
 				m = match.All() // the wildcard of every kind
 			}
-			if v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()) {
+			g := selector{"exact", v}
+			switch {
+			case v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()):
 				s.exact[v] = true
-			} else {
+			case kind == match.URLPattern && v != "*":
+				g.matchType = "urlpattern"
 				s.patterns = append(s.patterns, m)
+			case kind == match.Template && v != "*":
+				g.matchType = "template"
+				s.patterns = append(s.patterns, m)
+			default:
+				s.patterns = append(s.patterns, m)
+			}
+			if !slices.Contains(s.given, g) {
+				s.given = append(s.given, g)
 			}
 		}
 	}
@@ -192,6 +218,17 @@ type frames struct {
 	// stream starts after, "" when the hub had not got the one asked for.
 	resumed bool
 	lastID  string
+	// opened, when set, is told that the stream is open and returns
+	// what to do when it ends: its subscription events.
+	opened func() (ended func())
+}
+
+// Opened tells of an open stream, and returns what tells of its end.
+func (f *frames) Opened() (ended func()) {
+	if f.opened == nil {
+		return func() {}
+	}
+	return f.opened()
 }
 
 // Header says where a resumed stream starts, as the protocol's
@@ -220,6 +257,9 @@ func (f *frames) AppendOpen(b []byte, _, _ int64) []byte { return append(b, ":\n
 // AppendTenantEvent appends the frame of e, if the subscriber may see it.
 func (f *frames) AppendTenantEvent(b []byte, e *event.OfTenant, _ []byte) []byte {
 	u := e.Update
+	if u == nil && e.Type == subscriptionType {
+		return b // only the hub's own subscription events carry this type
+	}
 	if (u == nil || u.Private) && !f.grants.Match(e.Topic) && !slices.ContainsFunc(e.Others(), f.grants.Match) {
 		return b
 	}

@@ -1,0 +1,184 @@
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// subscriptionDoc is a Mercure subscription, as its events and the
+// subscriptions API describe it.
+type subscriptionDoc struct {
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	MatchType  string `json:"match_type"`
+	Match      string `json:"match"`
+	Subscriber string `json:"subscriber"`
+	Active     bool   `json:"active"`
+}
+
+// nextSubscriptionEvent reads the stream's next frame, which must be a
+// subscription event.
+func nextSubscriptionEvent(t *testing.T, s *mercureStream, name string) subscriptionDoc {
+	t.Helper()
+	f, err := s.dec.Next()
+	if err != nil {
+		t.Fatalf("%s: the stream ended: %v", name, err)
+	}
+	var d subscriptionDoc
+	if f.Event != "mercure" || json.Unmarshal([]byte(f.Data), &d) != nil || d.Type != "subscription" {
+		t.Fatalf("%s: frame %+v, want a subscription event", name, f)
+	}
+	return d
+}
+
+// subscriptionsOf reads n subscription events of one subscriber, keyed by
+// their selectors.
+func subscriptionsOf(t *testing.T, s *mercureStream, name string, n int) map[string]subscriptionDoc {
+	t.Helper()
+	docs := map[string]subscriptionDoc{}
+	for range n {
+		d := nextSubscriptionEvent(t, s, name)
+		docs[d.MatchType+" "+d.Match] = d
+	}
+	return docs
+}
+
+// getSubscriptions asks the subscriptions API at path with token and
+// returns the status, the cursor of its Link header and the body.
+func getSubscriptions(t *testing.T, path, token string) (int, http.Header, []byte) {
+	t.Helper()
+	return do(t, "GET", path, token, "")
+}
+
+var cursorOf = regexp.MustCompile(`^<([^>]+)>; rel="mercure"; last-event-id="([^"]+)"; type="mercure"; content-type="application/json"$`)
+
+// Mercure's active subscriptions: every selector of a subscriber is a
+// subscription, announced when it starts and when it ends by a private
+// event of type mercure under its own topic; the API lists what is
+// active, with a cursor after which the events tell every change the
+// list misses. Anonymous subscribers never see them, the API needs a
+// grant on its URL, and a native event cannot pass for one.
+func TestMercureActiveSubscriptions(t *testing.T) {
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0", "--mercure-tenant", "acme")
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
+		t.Fatalf("create tenant: %d %s", st, b)
+	}
+	secret := strings.Repeat("s", 40)
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme/issuers/app", "k-123", `{"alg":"HS256","key":"`+secret+`"}`); st != 201 {
+		t.Fatalf("register the app: %d %s", st, b)
+	}
+	sign := func(subscribe ...string) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"exp": time.Now().Add(time.Hour).Unix(),
+			"mercure": map[string]any{"publish": []string{"*"}, "subscribe": subscribe}}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	all, books := sign("*"), sign("https://example.com/books/{id}")
+	hub := p.base + "/.well-known/mercure"
+	api := hub + "/subscriptions"
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	events := "match_urlpattern=" + url.QueryEscape("/.well-known/mercure/subscriptions/*")
+
+	watcher := subscribeMercure(t, hub, events+"&match=urn:sentinel", bearer(all))
+	own := subscriptionsOf(t, watcher, "the watcher's own", 2)
+	if d := own["urlpattern /.well-known/mercure/subscriptions/*"]; !d.Active || own["exact urn:sentinel"].Subscriber != d.Subscriber ||
+		!strings.HasPrefix(d.Subscriber, "urn:uuid:") {
+		t.Fatalf("the watcher's own subscriptions: %+v", own)
+	}
+	hidden := subscribeMercure(t, hub, events+"&match=urn:sentinel", nil) // anonymous
+	subscriptionsOf(t, watcher, "the anonymous watcher's", 2)
+
+	book1 := "https://example.com/books/1"
+	reader := subscribeMercure(t, p.base+"/v1/tenants/acme/.well-known/mercure",
+		"match="+url.QueryEscape(book1)+"&match_urlpattern="+url.QueryEscape("https://example.com/authors/:id")+"&match="+url.QueryEscape(book1), nil)
+	opened := subscriptionsOf(t, watcher, "the reader's", 2)
+	exact := opened["exact "+book1]
+	subscriber := exact.Subscriber
+	wantID := "/.well-known/mercure/subscriptions/exact/https%3A%2F%2Fexample.com%2Fbooks%2F1/" + strings.ReplaceAll(subscriber, ":", "%3A")
+	if exact.ID != wantID || !exact.Active || opened["urlpattern https://example.com/authors/:id"].Subscriber != subscriber {
+		t.Fatalf("the reader's subscriptions: %+v, want the id %s", opened, wantID)
+	}
+
+	st, h, b := getSubscriptions(t, api, all)
+	var list struct {
+		ID            string            `json:"id"`
+		Type          string            `json:"type"`
+		Subscriptions []subscriptionDoc `json:"subscriptions"`
+	}
+	m := cursorOf.FindStringSubmatch(h.Get("Link"))
+	if st != 200 || h.Get("Content-Type") != "application/json" || m == nil || m[1] != "/.well-known/mercure" ||
+		json.Unmarshal(b, &list) != nil || list.ID != "/.well-known/mercure/subscriptions" || list.Type != "subscriptions" || len(list.Subscriptions) != 6 {
+		t.Fatalf("the list: %d %v %s", st, h, b)
+	}
+	cursor := m[2]
+	st, h, b = getSubscriptions(t, p.base+"/v1/tenants/acme/.well-known/mercure/subscriptions/exact/"+url.PathEscape(book1), all)
+	if st != 200 || json.Unmarshal(b, &list) != nil || len(list.Subscriptions) != 1 || list.Subscriptions[0] != exact ||
+		!strings.HasPrefix(h.Get("Link"), "</v1/tenants/acme/.well-known/mercure>;") {
+		t.Fatalf("the list of one selector: %d %v %s", st, h, b)
+	}
+	var one subscriptionDoc
+	if st, _, b := getSubscriptions(t, p.base+exact.ID, all); st != 200 || json.Unmarshal(b, &one) != nil || one != exact {
+		t.Fatalf("one subscription: %d %s, want %+v", st, b, exact)
+	}
+
+	// Every change after the cursor comes as an event: a subscription
+	// opened after the list was read is the first a stream from it sees.
+	later := subscribeMercure(t, hub, "match=urn:later", nil)
+	laterDoc := nextSubscriptionEvent(t, watcher, "the later one")
+	fromCursor := subscribeMercure(t, hub, events+"&last_event_id="+url.QueryEscape(cursor), bearer(all))
+	if d := nextSubscriptionEvent(t, fromCursor, "from the cursor"); d != laterDoc {
+		t.Fatalf("from the cursor, first %+v, want %+v", d, laterDoc)
+	}
+	nextSubscriptionEvent(t, watcher, "the cursor's stream")
+
+	reader.resp.Body.Close()
+	closed := subscriptionsOf(t, watcher, "the reader's end", 2)
+	if d := closed["exact "+book1]; d.Active || d.ID != exact.ID {
+		t.Fatalf("the reader's end: %+v", closed)
+	}
+	if st, _, b := getSubscriptions(t, p.base+exact.ID, all); st != 404 {
+		t.Fatalf("an ended subscription: %d %s, want 404", st, b)
+	}
+	later.resp.Body.Close()
+	nextSubscriptionEvent(t, watcher, "the later one's end")
+
+	// A native event of the hub's type is not a subscription event; the
+	// anonymous watcher sees none of them, only the public sentinel.
+	native := p.mintAcme(t, "k-123", `"*"`, `"*"`)
+	forged := "/v1/tenants/acme/topics/" + url.PathEscape("/.well-known/mercure/subscriptions/exact/x/y") + "/notify?type=mercure"
+	if st, _, b := do(t, "POST", p.base+forged, native, `{"type":"subscription","active":true}`); st != 201 {
+		t.Fatalf("a native event of type mercure: %d %s", st, b)
+	}
+	if st, _, id := mercurePost(t, hub, url.Values{"topic": {"urn:sentinel"}, "data": {"s"}}, bearer(all)); st != 200 {
+		t.Fatalf("the sentinel: %d %s", st, id)
+	}
+	for name, s := range map[string]*mercureStream{"the watcher": watcher, "the anonymous watcher": hidden} {
+		if f, err := s.dec.Next(); err != nil || f.Data != "s" {
+			t.Fatalf("%s: %+v %v, want only the sentinel", name, f, err)
+		}
+	}
+
+	for _, c := range []struct {
+		name, path, token, challenge string
+		status                       int
+	}{
+		{"no token", api, "", `Bearer realm="mercure"`, 401},
+		{"a token without the grant", api, books, `Bearer realm="mercure", error="insufficient_scope"`, 403},
+		{"a grant on another selector's list", api + "/exact/" + url.PathEscape(book1), books, `Bearer realm="mercure", error="insufficient_scope"`, 403},
+		{"an unknown matcher type", api + "/regex/x", all, "", 400},
+	} {
+		st, h, b := getSubscriptions(t, c.path, c.token)
+		if st != c.status || h.Get("WWW-Authenticate") != c.challenge {
+			t.Errorf("%s: %d %q %s, want %d %q", c.name, st, h.Get("WWW-Authenticate"), b, c.status, c.challenge)
+		}
+	}
+}
