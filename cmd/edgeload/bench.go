@@ -57,10 +57,11 @@ var scales = map[string]sizes{
 }
 
 // The ds-* scenarios are Durable Streams (/v1/stream/{name}); they run on
-// the targets that speak it (edgehub, ds-reference) and are not in the
-// default --scenarios.
+// the targets that speak it (edgehub, ds-reference); the mercure-* ones,
+// the Mercure protocol's subscriptions of several selectors, on mercure
+// and edgehub-mercure. Neither is in the default --scenarios.
 var (
-	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse")
+	allScenarios     = append(slices.Clone(defaultScenarios), "ds-append", "ds-sse", "mercure-fanout", "mercure-resume")
 	defaultScenarios = []string{"publish1", "publish16", "topics16", "tenants16", "batch", "fanout", "idle", "catchup",
 		"topics", "tenant-idle"}
 )
@@ -100,7 +101,7 @@ func benchMain(args []string) int {
 	ceilingBin := fs.String("ceiling", "", "edgeceiling binary (default: go build ./cmd/edgeceiling)")
 	centrifugoBin := fs.String("centrifugo", "", "a Centrifugo v6 binary; adds the centrifugo target")
 	mercureBin := fs.String("mercure", "", "a Mercure hub binary (caddy/mercure in its repository); adds the mercure target, on its bolt transport")
-	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, mercure if --mercure, ceiling)")
+	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, edgehub-mercure and mercure if --mercure, ceiling)")
 	scenarioList := fs.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run (the Durable Streams ones, ds-append and ds-sse, only when named)")
 	scale := fs.String("scale", "full", "tiny, medium or full: the sizes below when they are not given")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every target once per case, in order")
@@ -202,7 +203,7 @@ func benchMain(args []string) int {
 		names = append(names, "centrifugo")
 	}
 	if *mercureBin != "" {
-		names = append(names, "mercure")
+		names = append(names, "edgehub-mercure", "mercure")
 	}
 	// ds-reference runs only the Durable Streams scenarios, the ceiling
 	// none of them: the default list leaves out a target with nothing to run.
@@ -233,6 +234,13 @@ func benchMain(args []string) int {
 				e.cluster, e.procs = *postgres, int(name[len(name)-1]-'0')
 			}
 			t = e
+		case "edgehub-mercure":
+			if *bin == "" {
+				if *bin, err = build(tmp, "edgehub"); err != nil {
+					return fail(err)
+				}
+			}
+			t = newEdgehubMercure(*bin, strings.Fields(*edgehubArgs))
 		case "ceiling":
 			if *ceilingBin == "" {
 				if *ceilingBin, err = build(tmp, "edgeceiling"); err != nil {
@@ -267,7 +275,7 @@ func benchMain(args []string) int {
 			}
 			t = &dsReference{node: *nodeBin, dir: dir, memory: *dsReferenceMemory}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, centrifugo, mercure, ds-reference, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, edgehub-mercure, centrifugo, mercure, ds-reference, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}
@@ -387,7 +395,7 @@ type caseResult struct {
 func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 	var cs []*benchCase
 	lat := []string{"p50_ms", "p90_ms", "p99_ms", "max_ms"}
-	strict := func(t Target) bool { return strings.HasPrefix(t.Name(), "edgehub") }
+	strict := func(t Target) bool { _, native := t.(*edgehub); return native } // its positions are the counters
 	for _, s := range scenarios {
 		switch s {
 		case "publish1", "publish16":
@@ -473,6 +481,30 @@ func (b *bench) cases(scenarios []string, sz sizes) []*benchCase {
 				metrics: []string{"events_per_s", "seconds", "complete"},
 				run: func(ctx context.Context, t Target) (*result, error) {
 					return catchup(ctx, t, n, strict(t))
+				}})
+		case "mercure-fanout":
+			for _, f := range sz.fanout {
+				d := sz.fanoutFor
+				cs = append(cs, &benchCase{scenario: s,
+					title: fmt.Sprintf("mercure-fanout: %d Mercure subscribers of 3 selectors each (the topic, a topic of their own, "+
+						"a URL pattern that matches the topic too), %d updates/s for %v; latency from publish to receipt",
+						f.watchers, f.rate, d),
+					params: map[string]any{"watchers": f.watchers, "rate": f.rate, "seconds": d.Seconds(), "selectors": 3},
+					metrics: append(append([]string{}, lat...),
+						"publish_rate", "deliveries_per_s", "open_s"),
+					run: func(ctx context.Context, t Target) (*result, error) {
+						return mercureFanout(ctx, t, f.watchers, f.rate, d)
+					}})
+			}
+		case "mercure-resume":
+			n := sz.catchup
+			cs = append(cs, &benchCase{scenario: s,
+				title: fmt.Sprintf("mercure-resume: %d updates over %d topics (a publisher each), then one Mercure subscriber "+
+					"of the %d resumes from earliest", n, resumeTopics, resumeTopics),
+				params:  map[string]any{"events": n, "topics": resumeTopics},
+				metrics: []string{"events_per_s", "seconds", "complete"},
+				run: func(ctx context.Context, t Target) (*result, error) {
+					return mercureResume(ctx, t, n)
 				}})
 		case "ds-append":
 			for _, c := range []int{1, 16} {
@@ -581,8 +613,8 @@ func (b *bench) runOne(ctx context.Context, c *benchCase, t Target, round int) (
 
 func caseName(c *benchCase) string {
 	switch c.scenario {
-	case "fanout":
-		return fmt.Sprintf("fanout-%vx%v", c.params["watchers"], c.params["rate"])
+	case "fanout", "mercure-fanout":
+		return fmt.Sprintf("%s-%vx%v", c.scenario, c.params["watchers"], c.params["rate"])
 	case "ds-append":
 		return fmt.Sprintf("ds-append-%v", c.params["appenders"])
 	case "ds-sse":

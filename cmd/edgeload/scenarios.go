@@ -351,13 +351,18 @@ func settle(r *result, ws []*watcher, total int64, cancel func(), done *sync.Wai
 // watcher, the publisher's achieved rate, deliveries a second, and the
 // correctness of every stream against the events published.
 func fanout(ctx context.Context, t Target, watchers, rate int, d time.Duration, strict bool) (*result, error) {
+	return fanoutOn(ctx, t, "fanout", func(int) string { return "fanout" }, watchers, rate, d, strict)
+}
+
+// fanoutOn is fanout publishing to topic, watcher i watching watchOf(i).
+func fanoutOn(ctx context.Context, t Target, topic string, watchOf func(int) string, watchers, rate int, d time.Duration, strict bool) (*result, error) {
 	capacity := max(int64(d.Seconds()*float64(rate)), 1)
 	var done sync.WaitGroup
 	defer done.Wait() // after cancel, which is deferred later and so runs first
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opened := time.Now()
-	ws, err := openWatchers(wctx, t, watchers, func(int) string { return "fanout" }, false, capacity, strict, &done)
+	ws, err := openWatchers(wctx, t, watchers, watchOf, false, capacity, strict, &done)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +374,7 @@ func fanout(ctx context.Context, t Target, watchers, rate int, d time.Duration, 
 		if wait := time.Until(start.Add(time.Duration(published) * interval)); wait > 0 {
 			time.Sleep(wait)
 		}
-		if _, err := t.Publish(ctx, "fanout", payload(published+1, "")); err != nil {
+		if _, err := t.Publish(ctx, topic, payload(published+1, "")); err != nil {
 			return nil, err
 		}
 		published++

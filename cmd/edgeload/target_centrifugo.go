@@ -32,9 +32,11 @@ const (
 	centrifugoHistory = 1000000
 )
 
-func (c *centrifugo) Name() string           { return "centrifugo" }
-func (c *centrifugo) Supports(s string) bool { return !isDSScenario(s) && s != "tenant-idle" }
-func (c *centrifugo) PID() int               { return c.proc.pid() }
+func (c *centrifugo) Name() string { return "centrifugo" }
+func (c *centrifugo) Supports(s string) bool {
+	return !isDSScenario(s) && !isMercureScenario(s) && s != "tenant-idle"
+}
+func (c *centrifugo) PID() int { return c.proc.pid() }
 
 // centrifugoConfig is the configuration file (v6 key names). History is
 // per channel: 1,000,000 publications for an hour, like Edgehub's default

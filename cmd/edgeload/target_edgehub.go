@@ -44,8 +44,8 @@ var (
 	hubsActive       = regexp.MustCompile(`(?m)^edgehub_hubs_active (\S+)$`)
 )
 
-func (e *edgehub) Name() string         { return e.name }
-func (e *edgehub) Supports(string) bool { return true }
+func (e *edgehub) Name() string           { return e.name }
+func (e *edgehub) Supports(s string) bool { return !isMercureScenario(s) }
 
 // PID is the first process's: memory is reported per process.
 func (e *edgehub) PID() int { return e.running[0].pid() }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -40,8 +40,13 @@ type mercure struct {
 // trusts with the key of its start.
 const mercureIssuer = "https://edgeload.invalid"
 
-func (m *mercure) Name() string { return "mercure" }
-func (m *mercure) Supports(s string) bool {
+func (m *mercure) Name() string           { return "mercure" }
+func (m *mercure) Supports(s string) bool { return mercureSupports(s) }
+
+// mercureSupports says which scenarios a Mercure-protocol target runs:
+// all but those of an API the protocol lacks (batches, tenant streams,
+// Durable Streams).
+func mercureSupports(s string) bool {
 	return !isDSScenario(s) && s != "batch" && s != "tenant-idle"
 }
 func (m *mercure) PID() int { return m.proc.pid() }
@@ -144,16 +149,11 @@ func (m *mercure) Stop() error {
 // Publish posts one public update; the answer is its id, a urn:uuid, and
 // no position.
 func (m *mercure) Publish(ctx context.Context, topic string, data []byte) (int64, error) {
-	form := url.Values{"topic": {topic}, "data": {string(data)}}
-	b, err := post(ctx, "http://"+m.addr+"/.well-known/mercure", "application/x-www-form-urlencoded",
-		http.Header{"Authorization": {"Bearer " + m.token}}, []byte(form.Encode()))
-	if err != nil {
-		return 0, err
+	id, err := mercurePublish(ctx, m.addr, m.token, topic, data)
+	if err == nil && !strings.HasPrefix(id, "urn:uuid:") {
+		err = fmt.Errorf("publish answered %.200q, not an update id", id)
 	}
-	if !bytes.HasPrefix(b, []byte("urn:uuid:")) {
-		return 0, fmt.Errorf("publish answered %.200q, not an update id", b)
-	}
-	return 0, nil
+	return 0, err
 }
 
 func (m *mercure) PublishBatch(context.Context, string, [][]byte) ([]int64, error) {
@@ -163,23 +163,14 @@ func (m *mercure) PublishBatch(context.Context, string, [][]byte) ([]int64, erro
 // Watch subscribes anonymously to topic. The hub answers once the
 // subscriber is registered with its transport (and, from the start, once
 // the history is queued for it), so the response head is the sign that it
-// is subscribed. Each update's data is the payload itself; its id, a
-// UUID, carries no position.
+// is subscribed.
 func (m *mercure) Watch(ctx context.Context, topic string, fromStart bool, ready func(), deliver func(Delivery) error) error {
-	path := "/.well-known/mercure?match=" + url.QueryEscape(topic)
-	if fromStart {
-		path += "&last_event_id=earliest"
-	}
-	var got int64
-	err := watchLoopOpened(ctx, m.addr, path, ready, func(_, data []byte) error {
-		at := time.Now().UnixNano()
-		n, sent, ok := parsePayload(data)
-		if !ok {
-			return fmt.Errorf("unreadable update %q", data)
-		}
-		got++
-		return deliver(Delivery{N: n, Sent: sent, At: at})
-	})
+	return m.WatchQuery(ctx, "match="+url.QueryEscape(topic), fromStart, ready, deliver)
+}
+
+// WatchQuery subscribes anonymously with the selectors of query.
+func (m *mercure) WatchQuery(ctx context.Context, query string, fromStart bool, ready func(), deliver func(Delivery) error) error {
+	got, err := mercureWatch(ctx, m.addr, query, fromStart, ready, deliver)
 	if fromStart && errors.Is(err, errStreamEnded) {
 		// The bolt transport queues a subscriber's history for it before
 		// its stream begins, in a queue of 1000 updates, and drops a
@@ -189,4 +180,39 @@ func (m *mercure) Watch(ctx context.Context, topic string, fromStart bool, ready
 			"at most 1000 updates, before the stream begins, and ends a stream whose history does not fit)", err, got)
 	}
 	return err
+}
+
+// mercurePublish posts an update of topic whose data is data to the
+// Mercure hub at addr's /.well-known/mercure, with token unless it is
+// empty, and returns the update's id.
+func mercurePublish(ctx context.Context, addr, token, topic string, data []byte) (string, error) {
+	form := url.Values{"topic": {topic}, "data": {string(data)}}
+	var h http.Header
+	if token != "" {
+		h = http.Header{"Authorization": {"Bearer " + token}}
+	}
+	b, err := post(ctx, "http://"+addr+"/.well-known/mercure", "application/x-www-form-urlencoded", h, []byte(form.Encode()))
+	return string(b), err
+}
+
+// mercureWatch subscribes anonymously at the Mercure hub at addr with the
+// selectors of query, from the start of the history (earliest) or live,
+// calls ready once the answer's head came, and deliver for each update,
+// whose data is a payload; it returns how many it delivered.
+func mercureWatch(ctx context.Context, addr, query string, fromStart bool, ready func(), deliver func(Delivery) error) (int64, error) {
+	path := "/.well-known/mercure?" + query
+	if fromStart {
+		path += "&last_event_id=earliest"
+	}
+	var got int64
+	err := watchLoopOpened(ctx, addr, path, ready, func(_, data []byte) error {
+		at := time.Now().UnixNano()
+		n, sent, ok := parsePayload(data)
+		if !ok {
+			return fmt.Errorf("unreadable update %q", data)
+		}
+		got++
+		return deliver(Delivery{N: n, Sent: sent, At: at})
+	})
+	return got, err
 }
