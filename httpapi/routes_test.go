@@ -25,7 +25,7 @@ import (
 // operation at another path, and is not listed.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	s := httpapi.New(httpapi.Config{Dev: true}, httpapi.Deps{Metrics: metrics.New(),
-		Protocols: []httpapi.Protocol{durable.New(durable.Config{}), mercure.New(mercure.Config{Subscriptions: true})}}, httpapi.Hooks{})
+		Protocols: []httpapi.Protocol{durable.New(durable.Config{}), mercure.New(mercure.Config{Subscriptions: true}, mercure.Hooks{})}}, httpapi.Hooks{})
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
 	body, _ := io.ReadAll(w.Result().Body)

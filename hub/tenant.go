@@ -34,6 +34,9 @@ type Selection interface {
 	Exact() []string
 	Patterned() bool
 	MatchPattern(topic string) bool
+	// PatternKey is the same for two selections whose MatchPattern
+	// answers alike for every topic, so that one test serves both.
+	PatternKey() string
 }
 
 type (
@@ -92,15 +95,24 @@ const (
 	maxTenantAheadBytes = 4 << 20
 )
 
-// matchedTopicsMax and matchedStreamsMax bound what a tenant hub
-// remembers of its pattern tests: the topics, and the streams listed
-// over all of them (10 000 pattern streams that all match would
-// otherwise list 10 000 for each topic remembered). Past either, it
-// forgets them all and tests again.
+// matchedTopicsMax and matchedGroupsMax bound what a tenant hub
+// remembers of its pattern tests: the topics, and the pattern groups
+// listed over all of them (10 000 groups that all match would otherwise
+// list 10 000 for each topic remembered). Past either, it forgets them
+// all and tests again.
 const (
-	matchedTopicsMax  = 4096
-	matchedStreamsMax = 1 << 20
+	matchedTopicsMax = 4096
+	matchedGroupsMax = 1 << 20
 )
+
+// patternGroup is the live streams whose selections' patterns select
+// alike (Selection.PatternKey): one test of a topic serves them all, so
+// that a thousand subscribers of one URL pattern cost one test, and a
+// stream joining a group changes no test remembered.
+type patternGroup struct {
+	sel     Selection // its first stream's; any would do
+	streams map[*tstream]struct{}
+}
 
 // tenantHub is the actor of one tenant's order. All its fields are owned
 // by its Receive.
@@ -118,13 +130,14 @@ type tenantHub struct {
 	// the log.
 	live, catchingUp streamSet[*tstream]
 	// byTopic indexes the live streams that name a topic exactly;
-	// patterned holds those with patterns, and matched remembers, per
-	// topic seen since the live set last changed, which of them match.
+	// patterned groups those with patterns by PatternKey, and matched
+	// remembers, per topic seen since the groups last changed, which
+	// groups match.
 	byTopic   map[string]map[*tstream]struct{}
-	patterned map[*tstream]struct{}
-	matched   map[string][]*tstream
-	// matchedStreams is the streams listed over all of matched.
-	matchedStreams int
+	patterned map[string]*patternGroup
+	matched   map[string][]*patternGroup
+	// matchedGroups is the groups listed over all of matched.
+	matchedGroups int
 
 	// ahead holds own commits that do not follow head yet, by first
 	// position; aheadBytes is their envelopes' bytes.
@@ -142,8 +155,8 @@ func newTenantHub(tenant string, opts *Options) *tenantHub {
 	return &tenantHub{tenant: tenant, opts: opts,
 		live:       newStreamSet[*tstream](opts.Metrics.StreamsLive),
 		catchingUp: newStreamSet[*tstream](opts.Metrics.StreamsCatchingUp),
-		byTopic:    map[string]map[*tstream]struct{}{}, patterned: map[*tstream]struct{}{},
-		matched: map[string][]*tstream{}, ahead: map[int64][]*titem{}}
+		byTopic:    map[string]map[*tstream]struct{}{}, patterned: map[string]*patternGroup{},
+		matched: map[string][]*patternGroup{}, ahead: map[int64][]*titem{}}
 }
 
 func (h *tenantHub) Receive(ctx actor.Context) {
@@ -243,8 +256,14 @@ func (h *tenantHub) addLive(s *tstream) {
 		set[s] = struct{}{}
 	}
 	if s.sel.Patterned() {
-		h.patterned[s] = struct{}{}
-		h.forgetMatched()
+		k := s.sel.PatternKey()
+		g := h.patterned[k]
+		if g == nil {
+			g = &patternGroup{sel: s.sel, streams: map[*tstream]struct{}{}}
+			h.patterned[k] = g
+			h.forgetMatched() // a test no topic has had
+		}
+		g.streams[s] = struct{}{}
 	}
 }
 
@@ -261,32 +280,47 @@ func (h *tenantHub) removeLive(s *tstream) {
 			}
 		}
 	}
-	if _, ok := h.patterned[s]; ok {
-		delete(h.patterned, s)
-		h.forgetMatched()
+	if s.sel.Patterned() {
+		k := s.sel.PatternKey()
+		if g := h.patterned[k]; g != nil {
+			delete(g.streams, s)
+			if len(g.streams) == 0 {
+				delete(h.patterned, k)
+				h.forgetMatched()
+			}
+		}
 	}
 }
 
-// matching is the live pattern streams that match topic, tested once per
-// topic while the live set stays the same.
+// matching is the live pattern streams that match topic: each pattern
+// group is tested once per topic while the groups stay the same.
 func (h *tenantHub) matching(topic string) []*tstream {
 	if len(h.patterned) == 0 {
 		return nil
 	}
-	m, ok := h.matched[topic]
-	if ok {
-		return m
+	groups, ok := h.matched[topic]
+	if !ok {
+		for _, g := range h.patterned {
+			if g.sel.MatchPattern(topic) {
+				groups = append(groups, g)
+			}
+		}
+		if len(h.matched) >= matchedTopicsMax || h.matchedGroups+len(groups) > matchedGroupsMax {
+			h.forgetMatched()
+		}
+		h.matched[topic] = groups
+		h.matchedGroups += len(groups)
 	}
-	for s := range h.patterned {
-		if s.sel.MatchPattern(topic) {
+	n := 0
+	for _, g := range groups {
+		n += len(g.streams)
+	}
+	m := make([]*tstream, 0, n)
+	for _, g := range groups {
+		for s := range g.streams {
 			m = append(m, s)
 		}
 	}
-	if len(h.matched) >= matchedTopicsMax || h.matchedStreams+len(m) > matchedStreamsMax {
-		h.forgetMatched()
-	}
-	h.matched[topic] = m
-	h.matchedStreams += len(m)
 	return m
 }
 
@@ -334,7 +368,7 @@ func (h *tenantHub) matchingAny(exact map[*tstream]struct{}, patterned []*tstrea
 // changed, or what is remembered reached its bounds.
 func (h *tenantHub) forgetMatched() {
 	clear(h.matched)
-	h.matchedStreams = 0
+	h.matchedGroups = 0
 }
 
 // own applies a commit of this process's: at once if it follows the head,

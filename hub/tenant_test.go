@@ -249,16 +249,22 @@ func (c countingSel) MatchPattern(topic string) bool {
 	return c.Set.MatchPattern(topic)
 }
 
-// Patterns are tested once per topic, not once per event: three live
-// pattern streams and thirty events of two topics make six tests. An
-// exact topic also matched by a pattern of the same stream is given once.
+// Patterns are tested once per topic and pattern group, not once per
+// event or stream: three live streams of one group and one of another,
+// and thirty events of two topics, make four tests. An exact topic also
+// matched by a pattern of the same stream is given once.
 func TestPatternsAreTestedOncePerTopic(t *testing.T) {
 	h := newHarness(t)
 	var tests atomic.Int64
-	subs := make([]*TenantSubscription, 3)
+	subs := make([]*TenantSubscription, 4)
 	for i := range subs {
-		subs[i] = h.watchTenant(countingSel{Set: sel(t, []string{"a"}, []string{"a*", "b"}), tests: &tests}, From{Now: true})
+		patterns := []string{"a*", "b"}
+		if i == 3 {
+			patterns = []string{"b", "a*"} // the same group, whatever the order
+		}
+		subs[i] = h.watchTenant(countingSel{Set: sel(t, []string{"a"}, patterns), tests: &tests}, From{Now: true})
 	}
+	other := h.watchTenant(countingSel{Set: sel(t, nil, []string{"b*"}), tests: &tests}, From{Now: true})
 	tests.Store(0)
 	var order []string
 	for i := range 30 {
@@ -273,8 +279,13 @@ func TestPatternsAreTestedOncePerTopic(t *testing.T) {
 			t.Fatalf("got %v, want %v", enc.got, w)
 		}
 	}
-	if n := tests.Load(); n != 6 {
-		t.Fatalf("%d pattern tests, want 6 (3 streams x 2 topics)", n)
+	enc := &tenantFrames{}
+	drainTenant(t, other, enc, 15)
+	if w := want(order, "b"); !slices.Equal(enc.got, w) {
+		t.Fatalf("the other group's stream got %v, want %v", enc.got, w)
+	}
+	if n := tests.Load(); n != 4 {
+		t.Fatalf("%d pattern tests, want 4 (2 groups x 2 topics)", n)
 	}
 }
 
@@ -389,12 +400,13 @@ func TestTenantLiveQueuesCountOnceAgainstTheReadBudget(t *testing.T) {
 }
 
 // What a tenant hub remembers of its pattern tests stays within its
-// bounds however many topics its pattern streams match: 300 streams
-// matching every one of 10 000 topics would list three million.
+// bounds however many topics its pattern streams match: 300 pattern
+// groups (streams whose patterns differ) matching every one of 10 000
+// topics would list three million.
 func TestRememberedPatternTestsAreBounded(t *testing.T) {
 	h := newTenantHub("t", &Options{Metrics: metrics.New()})
-	for range 300 {
-		s := newTStream(sel(t, nil, []string{"*"}), 1<<20)
+	for i := range 300 {
+		s := newTStream(sel(t, nil, []string{strings.Repeat("*", i+1)}), 1<<20)
 		h.addLive(s)
 	}
 	most := 0
@@ -406,12 +418,12 @@ func TestRememberedPatternTestsAreBounded(t *testing.T) {
 		for _, m := range h.matched {
 			listed += len(m)
 		}
-		if listed != h.matchedStreams || listed > matchedStreamsMax || len(h.matched) > matchedTopicsMax {
-			t.Fatalf("after %d topics: %d topics remembered listing %d streams (counted %d)", i+1, len(h.matched), listed, h.matchedStreams)
+		if listed != h.matchedGroups || listed > matchedGroupsMax || len(h.matched) > matchedTopicsMax {
+			t.Fatalf("after %d topics: %d topics remembered listing %d groups (counted %d)", i+1, len(h.matched), listed, h.matchedGroups)
 		}
 		most = max(most, listed)
 	}
-	if most < matchedStreamsMax-300 {
-		t.Fatalf("at most %d streams listed: the bound was never reached", most)
+	if most < matchedGroupsMax-300 {
+		t.Fatalf("at most %d groups listed: the bound was never reached", most)
 	}
 }

@@ -34,12 +34,22 @@ type Config struct {
 // Protocol is the Mercure protocol, mounted on the Gate.
 type Protocol struct {
 	cfg    Config
+	hooks  Hooks
 	g      *httpapi.Gate
 	active active
 }
 
+// Hooks let in-process tests hold a subscriber inside the windows of its
+// subscriptions' bookkeeping.
+type Hooks struct {
+	// BeforeAnnounce runs once a subscriber's subscriptions are listed and
+	// before their start is committed; BeforeTellEnd once they are
+	// unlisted and before their end is.
+	BeforeAnnounce, BeforeTellEnd func(tenant string)
+}
+
 // New is the protocol with its configuration.
-func New(cfg Config) *Protocol { return &Protocol{cfg: cfg} }
+func New(cfg Config, hooks Hooks) *Protocol { return &Protocol{cfg: cfg, hooks: hooks} }
 
 // Path is a hub's path below its tenant's, and the well-known one.
 const Path = "/.well-known/mercure"

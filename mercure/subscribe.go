@@ -196,15 +196,24 @@ func (s *selection) MatchPattern(topic string) bool {
 // Key is the same for two subscriptions that select alike, so that the
 // topic list counts their streams as one group.
 func (s *selection) Key() string {
-	parts := make([]string, 0, len(s.exact)+len(s.patterns))
+	parts := make([]string, 0, len(s.exact))
 	for t := range s.exact {
 		parts = append(parts, "e"+strconv.Itoa(len(t))+":"+t)
 	}
+	slices.Sort(parts)
+	return "mercure|" + strings.Join(parts, "|") + "|" + s.PatternKey()
+}
+
+// PatternKey is the same for two subscriptions whose patterns are the
+// same, in any order, so that the tenant hub tests them as one: a
+// thousand subscribers of one URL pattern cost one test a topic.
+func (s *selection) PatternKey() string {
+	parts := make([]string, 0, len(s.patterns))
 	for _, m := range s.patterns {
 		parts = append(parts, strconv.Itoa(int(m.Kind))+"p"+strconv.Itoa(len(m.Pattern))+":"+m.Pattern)
 	}
 	slices.Sort(parts)
-	return "mercure|" + strings.Join(parts, "|")
+	return strings.Join(parts, "|")
 }
 
 // frames writes a subscription in Mercure's frames: each update's id (its

@@ -142,6 +142,9 @@ func (p *Protocol) opened(r *http.Request, a accessOf, sel *selection) (ended fu
 			MatchType: g.matchType, Match: g.match, Subscriber: subscriber, Active: true}
 	}
 	p.active.add(a.tenant, subs)
+	if p.hooks.BeforeAnnounce != nil {
+		p.hooks.BeforeAnnounce(a.tenant)
+	}
 	p.tell(r.Context(), a, subs)
 	return func() {
 		p.active.remove(a.tenant, subs)
@@ -149,6 +152,9 @@ func (p *Protocol) opened(r *http.Request, a accessOf, sel *selection) (ended fu
 			subs[i].Active = false
 		}
 		go func() {
+			if p.hooks.BeforeTellEnd != nil {
+				p.hooks.BeforeTellEnd(a.tenant)
+			}
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), tellTimeout)
 			defer cancel()
 			p.tell(ctx, a, subs)

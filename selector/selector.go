@@ -85,6 +85,17 @@ func (s *Set) MatchPattern(topic string) bool {
 	return auth.MatchAny(s.patterns, topic) && s.grants.Match(topic)
 }
 
+// PatternKey is the same string for two sets whose patterns and grants
+// are the same, in any order, so that a tenant hub tests them as one.
+func (s *Set) PatternKey() string {
+	var b strings.Builder
+	for _, p := range slices.Sorted(slices.Values(s.patterns)) {
+		b.WriteString(strconv.Itoa(len(p)) + ":" + p + "|")
+	}
+	b.WriteString(s.grants.Key())
+	return b.String()
+}
+
 // Key is the same string for two sets that select the same way (the same
 // exact topics, patterns and grants, in any order), for counting streams
 // by selection.

@@ -254,6 +254,7 @@ type Server struct {
 type Hooks struct {
 	HTTP          httpapi.Hooks
 	Hub           hub.Hooks
+	Mercure       mercure.Hooks
 	ManagerOnIdle func(key string)
 	// ManualTicks stops the manager's clock and the retention loop; the
 	// test calls RunRetention when it wants a trim.
@@ -337,7 +338,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ReadBudget:    b.read,
 		SpoolBudget:   b.spool,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
-		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), mercure.New(cfg.Mercure)},
+		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), mercure.New(cfg.Mercure, hooks.Mercure)},
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":
