@@ -36,7 +36,7 @@ var cursorOf = regexp.MustCompile(`last-event-id="([^"]+)"`)
 // unlisting after the end's commit, fails it.
 func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 	var armed atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
+	held, release := make(chan struct{}), make(chan struct{}) // once each per window
 	hold := func(string) {
 		if armed.CompareAndSwap(true, false) {
 			held <- struct{}{}
@@ -115,7 +115,7 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 	}()
 	<-held // listed; its start not yet committed
 	listed, cursor := list()
-	close(release)
+	release <- struct{}{}
 	resp := <-opened
 	if resp == nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the subscription did not open: %+v", resp)
@@ -124,13 +124,12 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 		t.Fatalf("started inside the window: not listed, and no event after the cursor %s says so", cursor)
 	}
 
-	release = make(chan struct{})
 	armed.Store(true)
 	leave()
 	resp.Body.Close()
 	<-held // unlisted; its end not yet committed
 	listed, cursor = list()
-	close(release)
+	release <- struct{}{}
 	if listed && !told(cursor, false) {
 		t.Fatalf("ended inside the window: listed, and no event after the cursor %s says it ended", cursor)
 	}
