@@ -24,5 +24,8 @@ USER 65532:65532
 VOLUME /data
 EXPOSE 8080
 ENV EDGEHUB_DATA=/data EDGEHUB_ADDR=0.0.0.0:8080
+# Ready once the backlog is open and migrated (/readyz); the check asks
+# 127.0.0.1:8080, so set EDGEHUB_SERVER too if EDGEHUB_ADDR moves the port.
+HEALTHCHECK --interval=10s --timeout=6s --start-period=10s CMD ["/edgehub", "health"]
 ENTRYPOINT ["/edgehub"]
 CMD ["serve"]

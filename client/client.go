@@ -280,3 +280,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Ready asks the server whether it is ready to serve (/readyz): nil when
+// it answers 200, else its refusal (an *APIError with the code
+// not_ready) or why it could not be reached. It is sent once, whatever
+// Retries says: a health check wants the answer of now.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.once(ctx, call{method: http.MethodGet, url: c.url("/readyz", nil), what: "ask whether the server is ready"}, nil)
+	return err
+}

@@ -33,6 +33,10 @@ type Gate struct{ s *Server }
 // and counted among the routes the OpenAPI document must describe.
 func (g *Gate) Handle(method, path string, h httprouter.Handle) { g.s.route(method, path, h) }
 
+// HandleStream mounts a GET route that is a stream; every other GET
+// route answers HEAD too.
+func (g *Gate) HandleStream(path string, h httprouter.Handle) { g.s.streamRoute(path, h) }
+
 // Dev says the server runs in dev mode: no credentials.
 func (g *Gate) Dev() bool { return g.s.cfg.Dev }
 

@@ -129,6 +129,12 @@ type Server struct {
 	// routes are the router's routes as "METHOD /pattern", in the order
 	// New registers them: what the OpenAPI document must describe.
 	routes []string
+	// gets are the GET routes, streamPaths those of them that are
+	// streams, and heads the paths that answer HEAD themselves, for
+	// answerHEAD.
+	gets        []getRoute
+	streamPaths map[string]bool
+	heads       map[string]bool
 	// adminLog samples the warnings of refused admin keys.
 	adminLog *logSample
 	// verifier checks tokens, with the issuers' key sets it keeps.
@@ -172,6 +178,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 		}
 	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{}, onTenant: map[string]map[*sseStream]struct{}{},
+		streamPaths: map[string]bool{}, heads: map[string]bool{},
 		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout(), held: map[string]map[*heldCredential]struct{}{},
 		verifier: &auth.Verifier{MaxTTL: cfg.MaxTokenTTL, Audience: cfg.TokenAudience, JWKS: auth.NewJWKS(deps.JWKSTransport, cfg.JWKSAllowHTTP)}}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
@@ -193,11 +200,11 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	s.router = r
 	route := s.route
 	route(http.MethodPost, topicPath+"/notify", s.topicRoute(s.notify))
-	route(http.MethodGet, topicPath+"/watch", s.topicRoute(queryToken(s.watch)))
+	s.streamRoute(topicPath+"/watch", s.topicRoute(queryToken(s.watch)))
 	route(http.MethodGet, topicPath+"/events", s.topicRoute(s.events))
 	route(http.MethodGet, topicPath+"/state", s.topicRoute(s.state))
 	route(http.MethodGet, "/v1/tenants/:tenant/events", s.tenantRoute(s.tenantEvents))
-	route(http.MethodGet, "/v1/tenants/:tenant/watch", s.tenantRoute(s.tenantWatch))
+	s.streamRoute("/v1/tenants/:tenant/watch", s.tenantRoute(s.tenantWatch))
 	route(http.MethodGet, "/v1/tenants/:tenant/topics", s.tenantRoute(s.topics))
 	const adminPath = "/v1/admin/tenants/:tenant"
 	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
@@ -231,6 +238,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	for _, p := range deps.Protocols {
 		p.Mount(&Gate{s: s})
 	}
+	s.answerHEAD()
 	return s
 }
 
@@ -243,6 +251,38 @@ func (s *Server) Routes() []string { return slices.Clone(s.routes) }
 func (s *Server) route(method, path string, h httprouter.Handle) {
 	s.routes = append(s.routes, method+" "+path)
 	s.router.Handle(method, path, named(method+" "+path, unescapeParams(h)))
+	switch method {
+	case http.MethodGet:
+		s.gets = append(s.gets, getRoute{path, h})
+	case http.MethodHead:
+		s.heads[path] = true
+	}
+}
+
+// getRoute is a GET route's path and handler.
+type getRoute struct {
+	path string
+	h    httprouter.Handle
+}
+
+// streamRoute mounts a GET route that is a stream, which answers no HEAD:
+// it would take a stream's place to send nothing.
+func (s *Server) streamRoute(path string, h httprouter.Handle) {
+	s.streamPaths[path] = true
+	s.route(http.MethodGet, path, h)
+}
+
+// answerHEAD mounts HEAD on every GET route but the streams and those
+// that answer HEAD themselves, with the GET's handler: net/http drops
+// the body of a HEAD's answer and keeps its status and headers (its
+// Content-Length too), as the contract asks. They are the GET
+// operations of the OpenAPI document, which says so once.
+func (s *Server) answerHEAD() {
+	for _, g := range s.gets {
+		if !s.streamPaths[g.path] && !s.heads[g.path] {
+			s.router.Handle(http.MethodHead, g.path, named(http.MethodHead+" "+g.path, unescapeParams(g.h)))
+		}
+	}
 }
 
 // Handler is the server's http.Handler.

@@ -67,7 +67,7 @@ func (p *Protocol) Mount(g *httpapi.Gate) {
 	}
 	for _, prefix := range prefixes {
 		g.Handle(http.MethodPost, prefix+Path, p.hub(p.publish))
-		g.Handle(http.MethodGet, prefix+Path, p.hub(p.subscribe))
+		g.HandleStream(prefix+Path, p.hub(p.subscribe))
 		if p.cfg.Subscriptions {
 			for _, api := range []string{"", "/:type/:match", "/:type/:match/:subscriber"} {
 				g.Handle(http.MethodGet, prefix+subscriptionsPath+api, p.hub(p.subscriptions))

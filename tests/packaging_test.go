@@ -134,6 +134,17 @@ func TestTheImagesBinaryServesInAnEmptyRootAsItsUser(t *testing.T) {
 	if st, _, b := do(t, "POST", base+"/v1/tenants/acme/topics/orders/notify", tok.Token, `{"n":1}`); st != 201 {
 		t.Fatalf("publish: %d %s", st, b)
 	}
+	// The image's health check, run as the image runs it, answers for
+	// this hub.
+	if !containsLine(lines, `HEALTHCHECK --interval=10s --timeout=6s --start-period=10s CMD ["/edgehub", "health"]`) {
+		t.Fatal("the Dockerfile's HEALTHCHECK is not edgehub health")
+	}
+	check := exec.Command("/edgehub", "health", "--server", base)
+	check.Env = env
+	check.SysProcAttr = srv.SysProcAttr
+	if b, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("the health check in the empty root: %v %s", err, b)
+	}
 	entries, err := os.ReadDir(filepath.Join(root, "data"))
 	if err != nil || len(entries) == 0 {
 		t.Fatalf("nothing in the volume: %v", err)

@@ -24,6 +24,7 @@ type cli struct {
 	State      stateCmd                  `cmd:"" help:"Print a topic's state."`
 	Tenant     tenantCmd                 `cmd:"" help:"Create, show, rotate or delete a tenant (admin API)."`
 	Token      tokenCmd                  `cmd:"" help:"Mint a token of a tenant and print it (admin API)."`
+	Health     healthCmd                 `cmd:"" help:"Exit 0 when the hub is ready (/readyz answers 200), else 1 with the reason: a container's health check."`
 	Completion kongcompletion.Completion `cmd:"" help:"Print how to turn on tab completion in bash, zsh or fish (-c: the code itself)."`
 	Version    versionCmd                `cmd:"" help:"Print the version of this binary and what it was built from."`
 }

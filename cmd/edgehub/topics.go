@@ -21,6 +21,7 @@ import (
 type conn struct {
 	Server string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
 	Token  string `env:"EDGEHUB_TOKEN" placeholder:"TOKEN" help:"Bearer token (none in dev mode)."`
+	CACert caCert `name:"ca-cert" env:"EDGEHUB_CA_CERT" placeholder:"FILE" help:"PEM certificates to trust besides the system's (a private CA, a self-signed hub)."`
 }
 
 // cliRetries is how many times a command retries a 429 or 503 (after the
@@ -31,7 +32,7 @@ type conn struct {
 const cliRetries = 8
 
 func (c *conn) client() *client.Client {
-	return &client.Client{Server: c.Server, Token: c.Token, Retries: cliRetries}
+	return &client.Client{Server: c.Server, Token: c.Token, Retries: cliRetries, HTTP: c.CACert.httpClient()}
 }
 
 // signalled is the context of a client command: SIGINT or SIGTERM ends it.
