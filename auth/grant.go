@@ -65,8 +65,9 @@ type grantClaims struct {
 	Publish   []string `json:"publish"`
 	Subscribe []string `json:"subscribe"`
 	Mercure   *struct {
-		Publish   []string `json:"publish"`
-		Subscribe []string `json:"subscribe"`
+		Publish   []string        `json:"publish"`
+		Subscribe []string        `json:"subscribe"`
+		Payload   json.RawMessage `json:"payload"`
 	} `json:"mercure"`
 	Details []json.RawMessage `json:"authorization_details"`
 }
@@ -77,6 +78,45 @@ type detail struct {
 	Type    string            `json:"type"`
 	Actions []string          `json:"actions"`
 	Topics  []json.RawMessage `json:"topics"`
+	Payload json.RawMessage   `json:"payload"`
+}
+
+// Payloads are what a token says of its subscriptions, for Mercure's
+// subscription events: the payload of each subscribe detail, in the
+// token's order, and Mercure 0.x's mercure.payload for the rest.
+type Payloads struct {
+	details  []detailPayload
+	fallback json.RawMessage
+}
+
+// detailPayload is one subscribe detail's matchers and payload.
+type detailPayload struct {
+	matchers []match.Matcher
+	payload  json.RawMessage
+}
+
+// For is the payload of a subscription whose selector is sel: that of
+// the first subscribe detail one of whose matchers matches sel read as a
+// topic, else mercure.payload; nil when the token has none. (Mercure's
+// rule: a matching detail with no payload falls through to the claim.)
+func (p Payloads) For(sel string) json.RawMessage {
+	for _, d := range p.details {
+		if slices.ContainsFunc(d.matchers, func(m match.Matcher) bool { return m.Match(sel) }) {
+			if d.payload != nil {
+				return d.payload
+			}
+			break
+		}
+	}
+	return p.fallback
+}
+
+// payloadOf is raw unless it is absent or null.
+func payloadOf(raw json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	return raw
 }
 
 // detailTopic is one matcher of a detail: {"match": ..., "match_type": ...}.
@@ -85,13 +125,13 @@ type detailTopic struct {
 	MatchType string  `json:"match_type"`
 }
 
-// grants reads the grants of a verified token's claims. A malformed
-// Mercure detail refuses the whole token, as the protocol says: no
-// partial acceptance.
-func grants(payload []byte) (publish, subscribe Grant, err error) {
+// grants reads the grants of a verified token's claims, and its
+// subscriptions' payloads. A malformed Mercure detail refuses the whole
+// token, as the protocol says: no partial acceptance.
+func grants(payload []byte) (publish, subscribe Grant, payloads Payloads, err error) {
 	var c grantClaims
 	if err := json.Unmarshal(payload, &c); err != nil {
-		return publish, subscribe, fmt.Errorf("%w: the grants are malformed: %v", ErrUnauthorized, err)
+		return publish, subscribe, payloads, fmt.Errorf("%w: the grants are malformed: %v", ErrUnauthorized, err)
 	}
 	n := len(c.Publish) + len(c.Subscribe)
 	if c.Mercure != nil {
@@ -99,6 +139,7 @@ func grants(payload []byte) (publish, subscribe Grant, err error) {
 	}
 	publish, subscribe = Globs(c.Publish), Globs(c.Subscribe)
 	if c.Mercure != nil {
+		payloads.fallback = payloadOf(c.Mercure.Payload)
 		for _, sel := range []struct {
 			to   *Grant
 			from []string
@@ -112,13 +153,13 @@ func grants(payload []byte) (publish, subscribe Grant, err error) {
 	for _, raw := range c.Details {
 		var d detail
 		if err := json.Unmarshal(raw, &d); err != nil {
-			return publish, subscribe, fmt.Errorf("%w: an authorization detail is malformed: %v", ErrUnauthorized, err)
+			return publish, subscribe, payloads, fmt.Errorf("%w: an authorization detail is malformed: %v", ErrUnauthorized, err)
 		}
 		if d.Type != mercureDetailType {
 			continue // another API's, not ours to judge
 		}
 		if len(d.Actions) == 0 || len(d.Topics) == 0 {
-			return publish, subscribe, fmt.Errorf("%w: a Mercure authorization detail needs actions and topics", ErrUnauthorized)
+			return publish, subscribe, payloads, fmt.Errorf("%w: a Mercure authorization detail needs actions and topics", ErrUnauthorized)
 		}
 		if n += len(d.Topics); n > maxGrantSelectors {
 			break
@@ -127,7 +168,7 @@ func grants(payload []byte) (publish, subscribe Grant, err error) {
 		for _, rawTopic := range d.Topics {
 			m, err := detailMatcher(rawTopic)
 			if err != nil {
-				return publish, subscribe, err
+				return publish, subscribe, payloads, err
 			}
 			matchers = append(matchers, m)
 		}
@@ -137,14 +178,15 @@ func grants(payload []byte) (publish, subscribe Grant, err error) {
 				publish.matchers = append(publish.matchers, matchers...)
 			case "subscribe":
 				subscribe.matchers = append(subscribe.matchers, matchers...)
+				payloads.details = append(payloads.details, detailPayload{matchers, payloadOf(d.Payload)})
 			}
 			// Other actions grant nothing, as the protocol says.
 		}
 	}
 	if n > maxGrantSelectors {
-		return Grant{}, Grant{}, fmt.Errorf("%w: the token carries more than %d selectors", ErrUnauthorized, maxGrantSelectors)
+		return Grant{}, Grant{}, Payloads{}, fmt.Errorf("%w: the token carries more than %d selectors", ErrUnauthorized, maxGrantSelectors)
 	}
-	return publish, subscribe, nil
+	return publish, subscribe, payloads, nil
 }
 
 // detailMatcher reads one topic matcher of a Mercure detail.

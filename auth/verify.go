@@ -35,6 +35,8 @@ type Verifier struct {
 // by, which a stream it opened keeps: revoking either ends the stream.
 type Token struct {
 	Publish, Subscribe Grant
+	// Payloads are its subscriptions' payloads (Mercure's).
+	Payloads Payloads
 	// Issuer is the registered issuer whose key verified the token, ""
 	// for the tenant's own signing secret, and IssuerVersion the
 	// registration's version.
@@ -222,11 +224,11 @@ func (v *Verifier) accept(ctx context.Context, store Store, raw string, rc jwt.R
 			return Token{}, fmt.Errorf("%w: the token %q was revoked", ErrUnauthorized, rc.ID)
 		}
 	}
-	pub, sub, err := grants(payload)
+	pub, sub, payloads, err := grants(payload)
 	if err != nil {
 		return Token{}, err
 	}
-	return Token{Publish: pub, Subscribe: sub, JTI: rc.ID, Expires: rc.ExpiresAt.Time}, nil
+	return Token{Publish: pub, Subscribe: sub, Payloads: payloads, JTI: rc.ID, Expires: rc.ExpiresAt.Time}, nil
 }
 
 // claimsOf decodes the payload of raw, a token whose signature is good.

@@ -49,7 +49,7 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	if p.cfg.Subscriptions {
 		f.opened = func() func() {
-			return p.opened(r, accessOf{tenant: tenant, generation: a.Tenant.Generation}, sel)
+			return p.opened(r, accessOf{tenant: tenant, generation: a.Tenant.Generation}, sel, a.Token.Payloads)
 		}
 	}
 	p.g.ServeTenantStream(w, r, a, sel, from, f, a.Token.Expires)

@@ -44,6 +44,8 @@ type subscription struct {
 	Match      string `json:"match"`
 	Subscriber string `json:"subscriber"`
 	Active     bool   `json:"active"`
+	// Payload is the subscriber's token's for this selector, if any.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // subscriptionID is the topic of a subscription's events and the path of
@@ -134,12 +136,12 @@ func (a *active) list(tenant, prefix string) []subscription {
 // before the end's makes the API's list, read after its cursor, and the
 // events after that cursor agree: whatever the list misses, or shows
 // that has ended since, an event after the cursor tells.
-func (p *Protocol) opened(r *http.Request, a accessOf, sel *selection) (ended func()) {
+func (p *Protocol) opened(r *http.Request, a accessOf, sel *selection, payloads auth.Payloads) (ended func()) {
 	subscriber := "urn:uuid:" + uuid.NewString()
 	subs := make([]subscription, len(sel.given))
 	for i, g := range sel.given {
 		subs[i] = subscription{ID: subscriptionID(g.matchType, g.match, subscriber), Type: "subscription",
-			MatchType: g.matchType, Match: g.match, Subscriber: subscriber, Active: true}
+			MatchType: g.matchType, Match: g.match, Subscriber: subscriber, Active: true, Payload: payloads.For(g.match)}
 	}
 	p.active.add(a.tenant, subs)
 	if p.hooks.BeforeAnnounce != nil {
@@ -175,7 +177,7 @@ type accessOf struct {
 func (p *Protocol) tell(ctx context.Context, a accessOf, subs []subscription) {
 	events := make([]event.Event, len(subs))
 	for i, s := range subs {
-		data, _ := json.Marshal(s) // strings and a bool always marshal
+		data, _ := json.Marshal(s) // strings, a bool and a token's JSON always marshal
 		events[i] = event.Event{Type: subscriptionType, Data: data,
 			Update: &event.Update{Private: true, Topics: []string{s.ID}}}
 	}

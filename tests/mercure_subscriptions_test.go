@@ -64,7 +64,8 @@ var cursorOf = regexp.MustCompile(`^<([^>]+)>; rel="mercure"; last-event-id="([^
 // event of type mercure under its own topic; the API lists what is
 // active, with a cursor after which the events tell every change the
 // list misses. Anonymous subscribers never see them, the API needs a
-// grant on its URL, and a native event cannot pass for one.
+// grant on its URL, a native event cannot pass for one, and each carries
+// its token's payload for its selector.
 func TestMercureActiveSubscriptions(t *testing.T) {
 	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=k-123"}, t.TempDir(), "127.0.0.1:0", "--mercure-tenant", "acme")
 	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", "k-123", ""); st != 201 {
@@ -165,6 +166,33 @@ func TestMercureActiveSubscriptions(t *testing.T) {
 		if f, err := s.dec.Next(); err != nil || f.Data != "s" {
 			t.Fatalf("%s: %+v %v, want only the sentinel", name, f, err)
 		}
+	}
+
+	// A token's payloads: the first subscribe detail whose matchers match
+	// the selector, else Mercure 0.x's mercure.payload.
+	paidToken, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"exp": time.Now().Add(time.Hour).Unix(),
+		"mercure": map[string]any{"payload": map[string]string{"plan": "fallback"}},
+		"authorization_details": []any{map[string]any{"type": "https://mercure.rocks/authorization-detail",
+			"actions": []string{"subscribe"}, "topics": []any{map[string]string{"match": book1}},
+			"payload": map[string]string{"plan": "books"}}}}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribeMercure(t, hub, "match="+url.QueryEscape(book1)+"&match=orders", bearer(paidToken))
+	payloads := map[string]string{}
+	for range 2 {
+		f, err := watcher.dec.Next()
+		var d struct {
+			Match   string
+			Payload json.RawMessage
+		}
+		if err != nil || json.Unmarshal([]byte(f.Data), &d) != nil {
+			t.Fatalf("the paid subscriber's events: %+v %v", f, err)
+		}
+		payloads[d.Match] = string(d.Payload)
+	}
+	if payloads[book1] != `{"plan":"books"}` || payloads["orders"] != `{"plan":"fallback"}` {
+		t.Fatalf("the payloads: %v", payloads)
 	}
 
 	for _, c := range []struct {
