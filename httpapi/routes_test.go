@@ -58,3 +58,18 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// Without dev mode and without an admin key no one may see the console's
+// data, so it does not exist: every route of it is the unknown route's
+// 404 not_found. (serve refuses to start so; a server built in process
+// may be.)
+func TestConsoleIsOffWithoutDevOrAdminKey(t *testing.T) {
+	s := httpapi.New(httpapi.Config{}, httpapi.Deps{Metrics: metrics.New()}, httpapi.Hooks{})
+	for _, path := range []string{"/console", "/console/console.js", "/console/api/mode", "/console/api/topics/acme/orders"} {
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), `"not_found"`) {
+			t.Errorf("GET %s: %d %s, want 404 not_found", path, w.Code, w.Body)
+		}
+	}
+}

@@ -465,3 +465,18 @@ func TestCLIConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// serve with neither --dev nor an admin key could never have a tenant: it
+// refuses to start (a usage error naming both remedies) and leaves the
+// data directory as it was. Any admin key (flag, variable or file) or
+// --dev starts it.
+func TestServeRefusesToStartHalfConfigured(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	_, stderr, code := cli(t, "", "serve", "--addr", "127.0.0.1:0", "--data", data)
+	if code != 2 || !strings.Contains(stderr, "--dev") || !strings.Contains(stderr, "--admin-key") {
+		t.Fatalf("serve with neither --dev nor an admin key: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused serve touched its data directory: %v", err)
+	}
+}

@@ -65,17 +65,6 @@ func decodeTopic(t *testing.T, a consoleAnswer) consoleTopic {
 // consolePaths are the console's routes, one of each kind.
 var consolePaths = []string{"/console", "/console/console.js", "/console/api/mode", "/console/api/topics/acme/orders"}
 
-// Without dev mode and without an admin key no one may see the console's
-// data, so it does not exist: every route of it is the unknown route's
-// 404 not_found.
-func TestConsoleIsOffWithoutDevOrAdminKey(t *testing.T) {
-	p := startAt(t, binary, nil, t.TempDir(), "127.0.0.1:0")
-	for _, path := range consolePaths {
-		if a := consoleGet(t, p, path, "some-key"); a.status != http.StatusNotFound || a.code() != refusal.NotFound {
-			t.Errorf("GET %s: %d %s, want 404 not_found", path, a.status, a.body)
-		}
-	}
-}
 
 // With an admin key and without dev mode, the page is served (it holds no
 // data), and the API answers only the admin key: 401 unauthorized without

@@ -27,13 +27,16 @@ func parser(t *testing.T, c *cli) *kong.Kong {
 	return k
 }
 
-// server.Defaults is what edgehub serve runs with when given no flags.
+// server.Defaults is what edgehub serve runs with when given no flag but
+// the one it needs (--dev, or an admin key).
 func TestDefaultsAreTheCommandLines(t *testing.T) {
 	var c cli
-	if _, err := parser(t, &c).Parse([]string{"serve"}); err != nil {
+	if _, err := parser(t, &c).Parse([]string{"serve", "--dev"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := server.Defaults(); !reflect.DeepEqual(c.Serve.Config, want) {
+	want := server.Defaults()
+	want.Dev = true
+	if !reflect.DeepEqual(c.Serve.Config, want) {
 		t.Errorf("edgehub serve runs with\n%+v\nserver.Defaults() is\n%+v", c.Serve.Config, want)
 	}
 }

@@ -50,6 +50,11 @@ func (s *serveCmd) Validate() error {
 		return fmt.Errorf("limits must not be negative (0 turns a limit off)")
 	case s.AdminKey != "" && s.AdminKeyFile != "":
 		return fmt.Errorf("give the admin key once: --admin-key (or EDGEHUB_ADMIN_KEY) or --admin-key-file")
+	case !s.Dev && s.AdminKey == "" && s.AdminKeyFile == "":
+		// Such a server could never have a tenant: every request would be
+		// 401. Refused before the data directory is touched.
+		return fmt.Errorf("neither --dev nor an admin key, so no tenant could ever be created: " +
+			"run with --dev (loopback only, no credentials) or give an admin key (--admin-key, EDGEHUB_ADMIN_KEY or --admin-key-file)")
 	case s.RetentionEvents < 0:
 		return fmt.Errorf("--retention-events must not be negative (0 keeps every event)")
 	case s.RetentionAge < 0:
