@@ -214,3 +214,27 @@ func TestGoInstallFromAClone(t *testing.T) {
 		t.Fatalf("the installed binary's version: %q %v", out, err)
 	}
 }
+
+// The systemd unit's Documentation= names a page that install.md's steps
+// put where it says.
+func TestTheUnitsDocumentationIsWhereTheInstallPutsIt(t *testing.T) {
+	unit, err := os.ReadFile("../packaging/edgehub.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install, err := os.ReadFile("../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^Documentation=file://(/\S+)/([^/\s]+)$`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatal("the unit has no Documentation=file:// line")
+	}
+	dir, page := string(m[1]), string(m[2])
+	if !strings.Contains(string(install), "install -m 0644 docs/*.md "+dir+"/") {
+		t.Errorf("install.md does not copy docs/*.md to %s, where the unit's Documentation= looks", dir)
+	}
+	if _, err := os.Stat(filepath.Join("../docs", page)); err != nil {
+		t.Errorf("the unit's Documentation= names %s, which docs/ lacks: %v", page, err)
+	}
+}
