@@ -685,3 +685,18 @@ func TestListenerLossIsLogged(t *testing.T) {
 		t.Fatalf("the listener's return: %v, want a warning with the time down", l)
 	}
 }
+
+// In JSON logs a duration carries its unit, as in text ones: the access
+// log's took is "1.5ms", not a bare number of nanoseconds.
+func TestJSONLogDurationsCarryTheirUnit(t *testing.T) {
+	p := start(t, t.TempDir(), "--log-format", "json", "--access-log")
+	p.publish(t, "orders", `{"n":1}`)
+	line := p.awaitLog(t, "request")["request"]
+	took, ok := line["took"].(string)
+	if !ok {
+		t.Fatalf("took is %T %v, not a string with its unit", line["took"], line["took"])
+	}
+	if _, err := time.ParseDuration(took); err != nil {
+		t.Fatalf("took %q: %v", took, err)
+	}
+}

@@ -132,6 +132,16 @@ func warnIfShared(logger *slog.Logger, path, msg string) {
 	logger.Warn(msg, "file", path, "mode", fmt.Sprintf("%04o", info.Mode().Perm()))
 }
 
+// durationsWithUnits writes a duration in a JSON log as Go writes one
+// ("1.5ms"), not as a bare number of nanoseconds whose unit a reader
+// must guess.
+func durationsWithUnits(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
 // Run serves until SIGTERM or SIGINT. Kong hands it the whole command
 // line (root), whose --config file it checks: one that holds the admin
 // key must be its owner's alone, as the key file must.
@@ -139,7 +149,9 @@ func (s *serveCmd) Run(root *cli) error {
 	opts := &slog.HandlerOptions{Level: s.LogLevel}
 	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if s.LogFormat == "json" {
-		handler = slog.NewJSONHandler(os.Stderr, opts)
+		json := *opts
+		json.ReplaceAttr = durationsWithUnits
+		handler = slog.NewJSONHandler(os.Stderr, &json)
 	}
 	logger := slog.New(handler)
 	if path := string(root.Config); path != "" && holdsAdminKey(path) {
