@@ -62,9 +62,6 @@ func decodeTopic(t *testing.T, a consoleAnswer) consoleTopic {
 	return got
 }
 
-// consolePaths are the console's routes, one of each kind.
-var consolePaths = []string{"/console", "/console/console.js", "/console/api/mode", "/console/api/topics/acme/orders"}
-
 // With an admin key and without dev mode, the page is served (it holds no
 // data), and the API answers only the admin key: 401 unauthorized without
 // it or with a wrong one. An unknown tenant is 404 unknown_tenant, as in
