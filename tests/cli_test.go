@@ -75,11 +75,24 @@ func TestCLIPublishFromStdin(t *testing.T) {
 // A wrong command line gets its error first, a pointer to the help, and
 // exit code 2, not the whole help; a refusal by the server exits 1.
 func TestCLIUsageErrorsAreShort(t *testing.T) {
-	for _, args := range [][]string{{"publish"}, {"frobnicate"}, {"watch", "acme/x", "--after", "many"}} {
-		out, errOut, code := cli(t, "", args...)
+	for _, c := range []struct {
+		args []string
+		hint string // what the error must say
+	}{
+		{[]string{"publish"}, ""},
+		{[]string{"frobnicate"}, ""},
+		{[]string{"watch", "acme/x", "--after", "many"}, ""},
+		{[]string{"watch", "acme/x", "--after=-1"}, "0 (the whole backlog) or more"},
+		{[]string{"events", "acme/x", "--after=-2"}, "0 (the whole backlog) or more"},
+		{[]string{"publish", "acme/x", "{}", "--server", "127.0.0.1:8080"}, "give its scheme and host"},
+		{[]string{"tenant", "get", "acme", "--server", "localhost:8080"}, "give its scheme and host"},
+		{[]string{"health", "--server", "example.com"}, "give its scheme and host"},
+	} {
+		out, errOut, code := cli(t, "", c.args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")
-		if code != 2 || out != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "edgehub: error: ") || !strings.Contains(lines[1], "--help") {
-			t.Fatalf("edgehub %v: exit %d, stdout %q, stderr %q; want exit 2 and two lines on stderr", args, code, out, errOut)
+		if code != 2 || out != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "edgehub: error: ") || !strings.Contains(lines[1], "--help") ||
+			!strings.Contains(lines[0], c.hint) {
+			t.Fatalf("edgehub %v: exit %d, stdout %q, stderr %q; want exit 2 and two lines on stderr saying %q", c.args, code, out, errOut, c.hint)
 		}
 	}
 	p := start(t, t.TempDir())
@@ -88,6 +101,26 @@ func TestCLIUsageErrorsAreShort(t *testing.T) {
 	}
 	if out, _, code := cli(t, "", "--help"); code != 0 || !strings.Contains(out, "Exit codes: 0 success") {
 		t.Fatalf("--help: exit %d without the exit codes:\n%s", code, out)
+	}
+}
+
+// publish with no event waits for none at a terminal: it is a usage
+// error there (stdin a pty, made by script(1)); from a pipe the event is
+// read from stdin, as with -.
+func TestCLIPublishWithoutAnEvent(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to give the command a terminal")
+	}
+	p := start(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "script", "-qec", binary+" publish acme/x --server "+p.base, "/dev/null").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "no event: give its JSON as an argument, or pipe it in") {
+		t.Fatalf("publish with no event at a terminal: %v, %q", err, out)
+	}
+	if out, errOut, code := cli(t, `{"piped":true}`, "publish", "acme/x", "--server", p.base); code != 0 || !strings.Contains(out, `"seq":1`) {
+		t.Fatalf("publish with no event and one piped in: exit %d, %s %s", code, out, errOut)
 	}
 }
 

@@ -12,13 +12,13 @@ import (
 // adminConn is how the admin commands reach the hub: the same variable
 // as serve's admin key, so one shell (or one --config file) holds both.
 type adminConn struct {
-	Server   string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
-	AdminKey string `name:"admin-key" env:"EDGEHUB_ADMIN_KEY" placeholder:"KEY" help:"The admin API's bearer key (rather from EDGEHUB_ADMIN_KEY or --config: every local user can read a command line)."`
-	CACert   caCert `name:"ca-cert" env:"EDGEHUB_CA_CERT" placeholder:"FILE" help:"PEM certificates to trust besides the system's (a private CA, a self-signed hub)."`
+	Server   serverURL `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
+	AdminKey string    `name:"admin-key" env:"EDGEHUB_ADMIN_KEY" placeholder:"KEY" help:"The admin API's bearer key (rather from EDGEHUB_ADMIN_KEY or --config: every local user can read a command line)."`
+	CACert   caCert    `name:"ca-cert" env:"EDGEHUB_CA_CERT" placeholder:"FILE" help:"PEM certificates to trust besides the system's (a private CA, a self-signed hub)."`
 }
 
 func (a *adminConn) client() *client.Client {
-	return &client.Client{Server: a.Server, AdminKey: a.AdminKey, Retries: cliRetries, HTTP: a.CACert.httpClient()}
+	return &client.Client{Server: string(a.Server), AdminKey: a.AdminKey, Retries: cliRetries, HTTP: a.CACert.httpClient()}
 }
 
 type tenantCmd struct {

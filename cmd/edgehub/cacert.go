@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 
 	"github.com/alecthomas/kong"
@@ -48,4 +49,23 @@ func (c *caCert) httpClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: t}
+}
+
+// serverURL is --server: a hub's base URL, checked as the command line is
+// parsed, so that one without its scheme (127.0.0.1:8080) is a usage
+// error that says so rather than a request that fails oddly.
+type serverURL string
+
+// Decode reads and checks the URL the flag (or EDGEHUB_SERVER) gives.
+func (s *serverURL) Decode(ctx *kong.DecodeContext) error {
+	var v string
+	if err := ctx.Scan.PopValueInto("url", &v); err != nil {
+		return err
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not a hub's URL: give its scheme and host, as in http://127.0.0.1:8080", v)
+	}
+	*s = serverURL(v)
+	return nil
 }

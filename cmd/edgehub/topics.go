@@ -14,14 +14,16 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/edgehub/edgehub/client"
 )
 
 // conn is how the topic commands reach the hub.
 type conn struct {
-	Server string `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
-	Token  string `env:"EDGEHUB_TOKEN" placeholder:"TOKEN" help:"Bearer token (none in dev mode)."`
-	CACert caCert `name:"ca-cert" env:"EDGEHUB_CA_CERT" placeholder:"FILE" help:"PEM certificates to trust besides the system's (a private CA, a self-signed hub)."`
+	Server serverURL `default:"http://127.0.0.1:8080" env:"EDGEHUB_SERVER" help:"Base URL of the hub."`
+	Token  string    `env:"EDGEHUB_TOKEN" placeholder:"TOKEN" help:"Bearer token (none in dev mode)."`
+	CACert caCert    `name:"ca-cert" env:"EDGEHUB_CA_CERT" placeholder:"FILE" help:"PEM certificates to trust besides the system's (a private CA, a self-signed hub)."`
 }
 
 // cliRetries is how many times a command retries a 429 or 503 (after the
@@ -32,7 +34,7 @@ type conn struct {
 const cliRetries = 8
 
 func (c *conn) client() *client.Client {
-	return &client.Client{Server: c.Server, Token: c.Token, Retries: cliRetries, HTTP: c.CACert.httpClient()}
+	return &client.Client{Server: string(c.Server), Token: c.Token, Retries: cliRetries, HTTP: c.CACert.httpClient()}
 }
 
 // signalled is the context of a client command: SIGINT or SIGTERM ends it.
@@ -77,13 +79,23 @@ type publishCmd struct {
 	IdempotencyKey string `placeholder:"KEY" help:"Idempotency key: a repeat with the same key appends nothing (default: a random one, which the command's own retries reuse)."`
 }
 
+// Validate refuses a publish with no event whose stdin is a terminal: it
+// would wait for one typed there. With no event and stdin a pipe or a
+// file, the event is read from stdin, as with -.
+func (p *publishCmd) Validate() error {
+	if p.Body == "" && term.IsTerminal(int(os.Stdin.Fd())) {
+		return errors.New("no event: give its JSON as an argument, or pipe it in (- reads stdin)")
+	}
+	return nil
+}
+
 func (p *publishCmd) Run() error {
 	tenant, topic := p.Target.tenant, p.Target.topic
 	ctx, stop := signalled()
 	defer stop()
 	o := client.PublishOptions{Type: p.Type, Key: p.Key, Op: p.Op, IdempotencyKey: p.IdempotencyKey}
 	body := []byte(p.Body)
-	if p.Body == "-" {
+	if p.Body == "-" || p.Body == "" {
 		var err error
 		if body, err = io.ReadAll(os.Stdin); err != nil {
 			return fmt.Errorf("read stdin: %w", err)
@@ -141,6 +153,17 @@ type watchCmd struct {
 	Snapshot bool   `help:"Start with the topic's state."`
 	JSON     bool   `name:"json" help:"One JSON object a line on stdout, nothing else."`
 }
+
+// Validate refuses a negative --after, which names no position.
+func (w *watchCmd) Validate() error {
+	if w.After != nil && *w.After < 0 {
+		return errNegativeAfter
+	}
+	return nil
+}
+
+// errNegativeAfter is the usage error of an --after below 0.
+var errNegativeAfter = errors.New("--after is a sequence number: 0 (the whole backlog) or more")
 
 func (w *watchCmd) Run() error {
 	tenant, topic := w.Target.tenant, w.Target.topic
@@ -224,6 +247,17 @@ type eventsCmd struct {
 	After  int64  `placeholder:"N" help:"Start after this sequence number (0: the oldest retained)."`
 	Limit  int    `placeholder:"N" help:"Events per request (0: the server's default, 100; it takes at most 1000)."`
 	All    bool   `help:"Follow the pages up to the head, not only the first."`
+}
+
+// Validate refuses a negative --after or --limit.
+func (e *eventsCmd) Validate() error {
+	switch {
+	case e.After < 0:
+		return errNegativeAfter
+	case e.Limit < 0:
+		return errors.New("--limit is a number of events: 0 (the server's default) or more")
+	}
+	return nil
 }
 
 func (e *eventsCmd) Run() error {
