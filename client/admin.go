@@ -86,3 +86,56 @@ func (c *Client) MintToken(ctx context.Context, tenant string, r TokenRequest) (
 	_, err = c.do(ctx, c.adminCall(http.MethodPost, tenant, "/tokens", body, "mint a token of"), &ans)
 	return ans.Token, err
 }
+
+// Issuer is a token issuer a tenant trusts besides its signing secret:
+// its tokens (iss Issuer, aud holding Audience when it is set) are
+// checked with the keys of JWKSURL, or with Key for Alg (a PEM public
+// key, or an HS secret, which no answer holds).
+type Issuer struct {
+	Name     string `json:"name"`
+	Issuer   string `json:"issuer,omitempty"`
+	Audience string `json:"audience,omitempty"`
+	JWKSURL  string `json:"jwks_url,omitempty"`
+	Alg      string `json:"alg,omitempty"`
+	Key      string `json:"key,omitempty"`
+}
+
+// PutIssuer registers the issuer under its Name, or replaces the one of
+// that name (ending the streams its tokens opened); created says which.
+func (c *Client) PutIssuer(ctx context.Context, tenant string, is Issuer) (out Issuer, created bool, err error) {
+	body, err := json.Marshal(struct {
+		Issuer   string `json:"issuer,omitempty"`
+		Audience string `json:"audience,omitempty"`
+		JWKSURL  string `json:"jwks_url,omitempty"`
+		Alg      string `json:"alg,omitempty"`
+		Key      string `json:"key,omitempty"`
+	}{is.Issuer, is.Audience, is.JWKSURL, is.Alg, is.Key})
+	if err != nil {
+		return out, false, fmt.Errorf("register issuer %s of %s: %w", is.Name, tenant, err)
+	}
+	status, err := c.do(ctx, c.adminCall(http.MethodPut, tenant, "/issuers/"+url.PathEscape(is.Name), body, "register issuer "+is.Name+" of"), &out)
+	return out, status == http.StatusCreated, err
+}
+
+// Issuers lists the tenant's issuers, in name order.
+func (c *Client) Issuers(ctx context.Context, tenant string) ([]Issuer, error) {
+	var ans struct {
+		Issuers []Issuer `json:"issuers"`
+	}
+	_, err := c.do(ctx, c.adminCall(http.MethodGet, tenant, "/issuers", nil, "list the issuers of"), &ans)
+	return ans.Issuers, err
+}
+
+// DeleteIssuer removes the issuer: its tokens are refused from then on,
+// and the streams they opened end.
+func (c *Client) DeleteIssuer(ctx context.Context, tenant, name string) error {
+	_, err := c.do(ctx, c.adminCall(http.MethodDelete, tenant, "/issuers/"+url.PathEscape(name), nil, "delete issuer "+name+" of"), nil)
+	return err
+}
+
+// RevokeToken revokes every token of the tenant whose jti is jti until
+// it expires: refused from then on, and the streams it opened end.
+func (c *Client) RevokeToken(ctx context.Context, tenant, jti string) error {
+	_, err := c.do(ctx, c.adminCall(http.MethodDelete, tenant, "/tokens/"+url.PathEscape(jti), nil, "revoke token "+jti+" of"), nil)
+	return err
+}

@@ -73,3 +73,40 @@ func (c *Client) State(ctx context.Context, tenant, topic string) (State, error)
 		bearer: c.Token, what: "read the state of " + tenant + "/" + topic}, &s)
 	return s, err
 }
+
+// Topic is one of a tenant's topics as the topic list gives it: its head,
+// its oldest retained sequence (0 when none is), and the streams open on
+// it at the answering server.
+type Topic struct {
+	Topic   string `json:"topic"`
+	Head    int64  `json:"head"`
+	First   int64  `json:"first"`
+	Streams int    `json:"streams"`
+}
+
+// TopicPage is one answer of the topic list: topics in byte order of
+// their names, and the name the next page starts after.
+type TopicPage struct {
+	Topics    []Topic `json:"topics"`
+	NextAfter string  `json:"next_after"`
+}
+
+// Topics reads one page of the tenant's topics that the token may
+// subscribe to and that match pattern (* any run of characters; "" is
+// every topic), named after after, up to limit (0: the server's default).
+func (c *Client) Topics(ctx context.Context, tenant, pattern, after string, limit int) (TopicPage, error) {
+	q := url.Values{}
+	if pattern != "" {
+		q.Set("pattern", pattern)
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p TopicPage
+	_, err := c.do(ctx, call{method: http.MethodGet, url: c.url("/v1/tenants/"+url.PathEscape(tenant)+"/topics", q),
+		bearer: c.Token, what: "list the topics of " + tenant}, &p)
+	return p, err
+}

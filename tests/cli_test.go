@@ -513,3 +513,66 @@ func TestServeRefusesToStartHalfConfigured(t *testing.T) {
 		t.Fatalf("the refused serve touched its data directory: %v", err)
 	}
 }
+
+// The admin commands for issuers and revocation, and the topic list,
+// against a hub with tenants: an HS issuer registered from a key file,
+// listed without its secret, then deleted; the topics a token may read;
+// a token revoked by itself (its jti read from it) is refused from then
+// on.
+func TestCLIIssuersTopicsAndRevocation(t *testing.T) {
+	key := "k-" + strings.Repeat("c", 40)
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0")
+	admin := []string{"EDGEHUB_ADMIN_KEY=" + key, "EDGEHUB_SERVER=" + p.base}
+	run := func(env []string, args ...string) (string, string) {
+		t.Helper()
+		out, errOut, code := cliRun(t, env, nil, "", args...)
+		if code != 0 {
+			t.Fatalf("edgehub %v: exit %d, %s", args, code, errOut)
+		}
+		return out, errOut
+	}
+	run(admin, "tenant", "create", "acme")
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(admin, "tenant", "issuer", "add", "acme", "app", "--alg", "HS256", "--key-file", secretFile, "--issuer", "https://app.example"); !strings.Contains(out, `"name":"app"`) || strings.Contains(out, "sss") {
+		t.Fatalf("issuer add printed %s", out)
+	}
+	if out, _ := run(admin, "tenant", "issuer", "list", "acme"); !strings.Contains(out, `"issuer":"https://app.example"`) || strings.Contains(out, "sss") {
+		t.Fatalf("issuer list printed %s", out)
+	}
+	if _, errOut, code := cliRun(t, admin, nil, "", "tenant", "issuer", "add", "acme", "half", "--alg", "HS256"); code != 2 || !strings.Contains(errOut, "--alg and --key-file go together") {
+		t.Fatalf("issuer add with --alg alone: exit %d, %q", code, errOut)
+	}
+	run(admin, "tenant", "issuer", "delete", "acme", "app")
+	if out, _ := run(admin, "tenant", "issuer", "list", "acme"); strings.Contains(out, "app") {
+		t.Fatalf("after the delete, issuer list printed %s", out)
+	}
+
+	tok, _ := run(admin, "token", "acme", "--publish", "*", "--subscribe", "orders*")
+	tok = strings.TrimSpace(tok)
+	user := []string{"EDGEHUB_TOKEN=" + tok, "EDGEHUB_SERVER=" + p.base}
+	for _, topic := range []string{"orders-1", "orders-2", "refunds"} {
+		run(user, "publish", "acme/"+topic, `{"n":1}`)
+	}
+	out, _ := run(user, "topics", "acme", "--all")
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var tp struct {
+			Topic string
+			Head  int64
+		}
+		if err := json.Unmarshal([]byte(line), &tp); err != nil || tp.Head != 1 {
+			t.Fatalf("topics printed %q", line)
+		}
+		names = append(names, tp.Topic)
+	}
+	if strings.Join(names, " ") != "orders-1 orders-2" {
+		t.Fatalf("topics the token may read: %v, want orders-1 orders-2", names)
+	}
+	run(admin, "token", "revoke", "acme", tok)
+	if _, errOut, code := cliRun(t, user, nil, "", "publish", "acme/orders-1", `{"n":2}`); code != 1 || !strings.Contains(errOut, "401") {
+		t.Fatalf("publish with the revoked token: exit %d, %q", code, errOut)
+	}
+}

@@ -26,6 +26,7 @@ type tenantCmd struct {
 	Get    tenantGetCmd    `cmd:"" help:"Print a tenant with its secrets."`
 	Rotate tenantRotateCmd `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
 	Delete tenantDeleteCmd `cmd:"" help:"Delete a tenant with all its data and end its streams."`
+	Issuer issuerCmd       `cmd:"" help:"Register, list or delete the token issuers a tenant trusts (an identity provider, an app that signs its own tokens)."`
 }
 
 // tenantArg is what every tenant command takes.
@@ -81,6 +82,11 @@ func (c *tenantDeleteCmd) Run() error {
 }
 
 type tokenCmd struct {
+	Mint   tokenMintCmd   `cmd:"" default:"withargs" help:"Mint a token of a tenant and print it (the default: edgehub token TENANT ...)."`
+	Revoke tokenRevokeCmd `cmd:"" help:"Revoke a token of a tenant, by its jti or the token itself: refused from then on, its streams ended."`
+}
+
+type tokenMintCmd struct {
 	tenantArg
 	Publish   []string      `placeholder:"PATTERN" help:"Topics the token may publish to (* matches any run of characters); repeat or separate with commas."`
 	Subscribe []string      `placeholder:"PATTERN" help:"Topics the token may watch and read."`
@@ -88,14 +94,14 @@ type tokenCmd struct {
 }
 
 // Validate refuses a token that would allow nothing, which is a slip.
-func (c *tokenCmd) Validate() error {
+func (c *tokenMintCmd) Validate() error {
 	if len(c.Publish) == 0 && len(c.Subscribe) == 0 {
 		return errors.New("a token that allows nothing: give --publish or --subscribe")
 	}
 	return nil
 }
 
-func (c *tokenCmd) Run() error {
+func (c *tokenMintCmd) Run() error {
 	ctx, stop := signalled()
 	defer stop()
 	token, err := c.client().MintToken(ctx, c.Tenant, client.TokenRequest{Publish: c.Publish, Subscribe: c.Subscribe, TTL: c.TTL})

@@ -22,8 +22,9 @@ type cli struct {
 	Watch      watchCmd                  `cmd:"" help:"Watch a topic and print its events as they come."`
 	Events     eventsCmd                 `cmd:"" help:"Print a topic's events as NDJSON, one page or (--all) up to the head."`
 	State      stateCmd                  `cmd:"" help:"Print a topic's state."`
-	Tenant     tenantCmd                 `cmd:"" help:"Create, show, rotate or delete a tenant (admin API)."`
-	Token      tokenCmd                  `cmd:"" help:"Mint a token of a tenant and print it (admin API)."`
+	Topics     topicsCmd                 `cmd:"" help:"Print a tenant's topics (those the token may read) as NDJSON."`
+	Tenant     tenantCmd                 `cmd:"" help:"Create, show, rotate or delete a tenant, or manage its token issuers (admin API)."`
+	Token      tokenCmd                  `cmd:"" help:"Mint a token of a tenant and print it, or revoke one (admin API)."`
 	Health     healthCmd                 `cmd:"" help:"Exit 0 when the hub is ready (/readyz answers 200), else 1 with the reason: a container's health check."`
 	Completion kongcompletion.Completion `cmd:"" help:"Print how to turn on tab completion in bash, zsh or fish (-c: the code itself)."`
 	Version    versionCmd                `cmd:"" help:"Print the version of this binary and what it was built from."`

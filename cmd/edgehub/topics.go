@@ -320,3 +320,37 @@ func (s *stateCmd) Run() error {
 	}
 	return printJSON(st)
 }
+
+type topicsCmd struct {
+	conn
+	Tenant  string `arg:"" help:"The tenant's name."`
+	Pattern string `placeholder:"PATTERN" help:"Only the topics it matches (* matches any run of characters)."`
+	All     bool   `help:"Follow the pages to the last topic, not only the first."`
+}
+
+// Run prints one topic a line, {"topic", "head", "first", "streams"}.
+func (t *topicsCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	out := bufio.NewWriter(os.Stdout)
+	c := t.client()
+	after := ""
+	for {
+		page, err := c.Topics(ctx, t.Tenant, t.Pattern, after, 0)
+		if err != nil {
+			return err
+		}
+		for _, tp := range page.Topics {
+			b, err := json.Marshal(tp)
+			if err != nil {
+				return err
+			}
+			out.Write(append(b, '\n')) //nolint:errcheck // the flush reports it
+		}
+		if !t.All || len(page.Topics) == 0 || page.NextAfter == after {
+			break
+		}
+		after = page.NextAfter
+	}
+	return out.Flush()
+}
