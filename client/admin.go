@@ -29,7 +29,7 @@ type TokenRequest struct {
 
 func (c *Client) adminCall(method, tenant, route string, body []byte, what string) call {
 	path := "/v1/admin/tenants/" + url.PathEscape(tenant) + route
-	k := call{method: method, url: c.url(path, nil), body: body, bearer: c.AdminKey, what: what + " " + tenant}
+	k := call{method: method, url: c.url(path, nil), body: body, bearer: c.AdminKey, admin: true, what: what + " " + tenant}
 	if body != nil {
 		k.header = http.Header{"Content-Type": {"application/json"}}
 	}

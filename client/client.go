@@ -15,6 +15,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,11 @@ type APIError struct {
 	Code       refusal.Code
 	Message    string
 	RetryAfter time.Duration
+	// Reason, for a 401, is which check of the credential this side
+	// can tell failed: none given, not a JWT, expired, or (all of those
+	// passed) not accepted by the server. The server's answer is the same
+	// for all of them, and for a tenant that does not exist.
+	Reason string
 }
 
 // Temporary reports whether the refusal is one to retry later: a limit
@@ -86,6 +92,9 @@ func (e *APIError) Temporary() bool {
 }
 
 func (e *APIError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%d %s: %s (%s)", e.Status, e.Code, e.Message, e.Reason)
+	}
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
@@ -117,6 +126,7 @@ type call struct {
 	body        []byte
 	header      http.Header
 	bearer      string
+	admin       bool   // bearer is the admin key, not a token
 	what        string // for errors: "publish to acme/orders"
 }
 
@@ -206,7 +216,7 @@ func (c *Client) once(ctx context.Context, k call, out any) (int, error) {
 		return 0, fmt.Errorf("%s: read the answer: %w", k.what, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, decodeError(resp, b)
+		return resp.StatusCode, decodeError(resp, b, k.bearer, k.admin)
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -216,7 +226,10 @@ func (c *Client) once(ctx context.Context, k call, out any) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func decodeError(resp *http.Response, body []byte) error {
+// decodeError reads a refusal; for a 401, it says which check of the
+// credential sent (bearer, the admin key if admin) failed, as far as
+// this side can tell.
+func decodeError(resp *http.Response, body []byte, bearer string, admin bool) error {
 	var e struct {
 		Error struct {
 			Code    refusal.Code
@@ -228,6 +241,9 @@ func decodeError(resp *http.Response, body []byte) error {
 		a.Code, a.Message = e.Error.Code, e.Error.Message
 	}
 	a.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if resp.StatusCode == http.StatusUnauthorized {
+		a.Reason = credentialCheck(bearer, admin, time.Now())
+	}
 	return a
 }
 
@@ -288,4 +304,36 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.once(ctx, call{method: http.MethodGet, url: c.url("/readyz", nil), what: "ask whether the server is ready"}, nil)
 	return err
+}
+
+// credentialCheck says what a refused credential is, as far as this side
+// can tell: an admin key is only given or not; a token is a JWT or not,
+// and expired or not (past the server's 30 s of leeway).
+func credentialCheck(bearer string, adminKey bool, now time.Time) string {
+	switch {
+	case bearer == "" && adminKey:
+		return "no admin key was given"
+	case bearer == "":
+		return "no token was given"
+	case adminKey:
+		return "the admin key is not the server's"
+	}
+	parts := strings.Split(bearer, ".")
+	var claims struct {
+		Exp *float64 `json:"exp"`
+	}
+	if len(parts) != 3 {
+		return "the token is not a JWT"
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || json.Unmarshal(b, &claims) != nil {
+		return "the token is not a JWT"
+	}
+	if claims.Exp != nil {
+		if exp := time.Unix(int64(*claims.Exp), 0); now.After(exp.Add(30 * time.Second)) {
+			return "the token expired at " + exp.UTC().Format(time.RFC3339)
+		}
+	}
+	return "the token is a JWT and unexpired, and the server does not accept it: " +
+		"another tenant's or an old secret's, revoked, or of an issuer it does not trust"
 }

@@ -183,7 +183,7 @@ func (w *watch) stream(ctx context.Context, yield func(Event, error) bool) error
 	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return decodeError(resp, b)
+		return decodeError(resp, b, w.c.Token, false)
 	}
 	d := sse.NewDecoder(resp.Body)
 	for {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // cli runs the edgehub binary with stdin and returns its stdout, stderr
@@ -574,5 +576,43 @@ func TestCLIIssuersTopicsAndRevocation(t *testing.T) {
 	run(admin, "token", "revoke", "acme", tok)
 	if _, errOut, code := cliRun(t, user, nil, "", "publish", "acme/orders-1", `{"n":2}`); code != 1 || !strings.Contains(errOut, "401") {
 		t.Fatalf("publish with the revoked token: exit %d, %q", code, errOut)
+	}
+}
+
+// A 401 says which check of the credential failed, as far as the command
+// can tell (none given, not a JWT, expired, or not accepted), and says
+// the same for a tenant that does not exist as for one whose secret the
+// token does not match.
+func TestCLISaysWhichCredentialCheckFailed(t *testing.T) {
+	key := "k-" + strings.Repeat("d", 40)
+	p := startAt(t, binary, []string{"EDGEHUB_ADMIN_KEY=" + key}, t.TempDir(), "127.0.0.1:0")
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme", key, ""); st != 201 {
+		t.Fatalf("create tenant: %d %s", st, b)
+	}
+	sign := func(exp time.Time) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"tenant": "acme", "publish": []string{"*"}, "exp": exp.Unix()}).
+			SignedString([]byte("not the tenant's secret"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	notAccepted := "the token is a JWT and unexpired, and the server does not accept it"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"publish", "acme/x", "{}"}, "no token was given"},
+		{[]string{"publish", "acme/x", "{}", "--token", "garbage"}, "the token is not a JWT"},
+		{[]string{"publish", "acme/x", "{}", "--token", sign(time.Now().Add(-time.Hour))}, "the token expired at "},
+		{[]string{"publish", "acme/x", "{}", "--token", sign(time.Now().Add(time.Hour))}, notAccepted},
+		{[]string{"publish", "ghost/x", "{}", "--token", sign(time.Now().Add(time.Hour))}, notAccepted},
+		{[]string{"tenant", "get", "acme"}, "no admin key was given"},
+		{[]string{"tenant", "get", "acme", "--admin-key", "wrong"}, "the admin key is not the server's"},
+	} {
+		_, errOut, code := cliRun(t, []string{"EDGEHUB_ADMIN_KEY=", "EDGEHUB_TOKEN="}, nil, "", append(c.args, "--server", p.base)...)
+		if code != 1 || !strings.Contains(errOut, "401 unauthorized") || !strings.Contains(errOut, c.want) {
+			t.Errorf("edgehub %v: exit %d, %q; want 401 saying %q", c.args[:2], code, errOut, c.want)
+		}
 	}
 }
