@@ -205,29 +205,40 @@ func TestCLITenantsAndTokens(t *testing.T) {
 }
 
 // events --all written to a file holds every envelope once, in order, and
-// nothing else, while stderr shows the replay's progress; into a pipe the
-// same command shows no bar. watch --after 0 into a file shows it too.
+// nothing else, while stderr, a terminal (script(1)'s pty), shows the
+// replay's progress; with stderr a pipe, or into a pipe, the same command
+// shows no bar. watch --after 0 into a file shows it too.
 func TestCLIEventsAllToAFile(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to give the command a terminal")
+	}
 	p := start(t, t.TempDir())
 	const n = 2500 // 25 pages of the server's default 100
 	p.publishBatch(t, "x", 0, n, 10)
+	want := fmt.Sprintf("%d/%d", n, n)
 	path := filepath.Join(t.TempDir(), "events.ndjson")
-	f, err := os.Create(path)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	tty, err := exec.CommandContext(ctx, "script", "-qec", binary+" events acme/x --all --server "+p.base+" > "+path, "/dev/null").CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
-	}
-	_, errOut, code := cliRun(t, nil, f, "", "events", "acme/x", "--all", "--server", p.base)
-	f.Close()
-	if code != 0 {
-		t.Fatalf("events --all: exit %d, stderr %q", code, errOut)
+		t.Fatalf("events --all to a file: %v %s", err, tty)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkEnvelopes(t, string(b), n)
-	if want := fmt.Sprintf("%d/%d", n, n); !strings.Contains(errOut, want) {
-		t.Fatalf("no progress on stderr (want %q):\n%s", want, errOut)
+	if !strings.Contains(string(tty), want) {
+		t.Fatalf("no progress on the terminal (want %q):\n%s", want, tty)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := cliRun(t, nil, f, "", "events", "acme/x", "--all", "--server", p.base)
+	f.Close()
+	if code != 0 || errOut != "" {
+		t.Fatalf("events --all to a file, stderr a pipe: exit %d, stderr %q; want no bar", code, errOut)
 	}
 	out, errOut, code := cliRun(t, nil, nil, "", "events", "acme/x", "--all", "--server", p.base)
 	if code != 0 || errOut != "" {
@@ -238,36 +249,25 @@ func TestCLIEventsAllToAFile(t *testing.T) {
 	// watch --after 0 into a file shows the same bar up to the head it
 	// found, and goes on live.
 	path = filepath.Join(t.TempDir(), "watch.ndjson")
-	if f, err = os.Create(path); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	watch := exec.Command(binary, "watch", "acme/x", "--after", "0", "--json", "--server", p.base)
-	stderr := &lockedBuffer{}
-	watch.Stdout, watch.Stderr = f, stderr
+	watch := exec.Command("script", "-qec", binary+" watch acme/x --after 0 --json --server "+p.base+" > "+path, "/dev/null")
+	terminal := &lockedBuffer{}
+	watch.Stdout, watch.Stderr = terminal, terminal
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer watch.Process.Kill()
-	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) { // a poll of the file
-		if b, _ := os.ReadFile(path); bytes.Count(b, []byte("\n")) == n {
+	defer func() {
+		watch.Process.Kill()
+		watch.Wait()
+	}()
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) { // a poll of the file and the terminal
+		b, _ := os.ReadFile(path)
+		if bytes.Count(b, []byte("\n")) == n && strings.Contains(terminal.String(), want) {
+			checkEnvelopes(t, string(b), n)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the watch did not write %d lines; stderr:\n%s", n, stderr)
+			t.Fatalf("the watch did not write %d lines and its bar; the terminal:\n%s", n, terminal)
 		}
-	}
-	watch.Process.Signal(syscall.SIGINT)
-	if err := watch.Wait(); err != nil {
-		t.Fatalf("watch: %v; stderr:\n%s", err, stderr)
-	}
-	b, err = os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkEnvelopes(t, string(b), n)
-	if want := fmt.Sprintf("%d/%d", n, n); !strings.Contains(stderr.String(), want) {
-		t.Fatalf("watch --after 0 into a file: no progress on stderr (want %q):\n%s", want, stderr)
 	}
 }
 

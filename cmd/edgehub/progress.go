@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // progress is a bar on stderr for a replay written to a file: from the
@@ -17,11 +18,13 @@ type progress struct {
 }
 
 // newProgress shows a bar from from to head when stdout is a regular
-// file, the long replay it is for; at a terminal or into a pipe the
-// output itself shows how far it got, and a bar would only mix with it.
+// file, the long replay it is for, and stderr a terminal, someone to see
+// it; at a terminal or into a pipe the output itself shows how far it
+// got, and a bar would only mix with it, and a log or a pipe on stderr
+// would get its redraws.
 func newProgress(from, head int64, what string) *progress {
 	fi, err := os.Stdout.Stat()
-	if err != nil || !fi.Mode().IsRegular() || head <= from {
+	if err != nil || !fi.Mode().IsRegular() || head <= from || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
 	return &progress{from: from, bar: progressbar.NewOptions64(head-from,
