@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,26 +18,6 @@ func TestHEADAnswersAsGET(t *testing.T) {
 	tok := p.mintAcme(t, "k-123", `"*"`, `"*"`)
 	if st, _, b := do(t, "POST", p.base+"/v1/tenants/acme/topics/orders/notify?key=k", tok, `{"n":1}`); st != 201 {
 		t.Fatalf("publish: %d %s", st, b)
-	}
-	send := func(method, path, bearer string) (*http.Response, []byte) {
-		t.Helper()
-		req, err := http.NewRequest(method, p.base+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, b
 	}
 	for _, c := range []struct{ path, bearer string }{
 		{"/healthz", ""},
@@ -58,20 +37,20 @@ func TestHEADAnswersAsGET(t *testing.T) {
 		{"/.well-known/mercure/subscriptions", tok},
 		{"/v1/tenants/acme/.well-known/mercure/subscriptions", ""}, // 401
 	} {
-		get, _ := send(http.MethodGet, c.path, c.bearer)
-		head, body := send(http.MethodHead, c.path, c.bearer)
-		if head.StatusCode != get.StatusCode || len(body) != 0 {
-			t.Errorf("HEAD %s: %d with %d bytes, GET %d", c.path, head.StatusCode, len(body), get.StatusCode)
+		getStatus, get, _ := do(t, http.MethodGet, p.base+c.path, c.bearer, "")
+		headStatus, head, body := do(t, http.MethodHead, p.base+c.path, c.bearer, "")
+		if headStatus != getStatus || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes, GET %d", c.path, headStatus, len(body), getStatus)
 		}
 		for _, h := range []string{"Content-Type", "Cache-Control", "WWW-Authenticate", "Link"} {
-			if head.Header.Get(h) != get.Header.Get(h) {
-				t.Errorf("HEAD %s: %s %q, GET's %q", c.path, h, head.Header.Get(h), get.Header.Get(h))
+			if head.Get(h) != get.Get(h) {
+				t.Errorf("HEAD %s: %s %q, GET's %q", c.path, h, head.Get(h), get.Get(h))
 			}
 		}
 	}
 	for _, path := range []string{"/v1/tenants/acme/topics/orders/watch", "/v1/tenants/acme/watch", "/.well-known/mercure?match=orders"} {
-		if head, _ := send(http.MethodHead, path, tok); head.StatusCode != http.StatusMethodNotAllowed {
-			t.Errorf("HEAD of the stream %s: %d, want 405", path, head.StatusCode)
+		if st, _, _ := do(t, http.MethodHead, p.base+path, tok, ""); st != http.StatusMethodNotAllowed {
+			t.Errorf("HEAD of the stream %s: %d, want 405", path, st)
 		}
 	}
 }
