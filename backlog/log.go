@@ -114,6 +114,8 @@ type Log interface {
 	Head(ctx context.Context, tenant, topic string) (int64, error)
 	// TenantHead is the position of the tenant's newest event, 0 for none.
 	TenantHead(ctx context.Context, tenant string) (int64, error)
+	// Usage is what the tenant holds against its quotas.
+	Usage(ctx context.Context, tenant string) (Usage, error)
 	// Ping tells whether the log is open and answering.
 	Ping(ctx context.Context) error
 	Close() error

@@ -71,12 +71,13 @@ func openPostgres(ctx context.Context, url string, logger *slog.Logger, tune fun
 		return nil, errors.Join(fmt.Errorf("make a process id: %w", err), read.Close(), write.Close())
 	}
 	s := &Store{write: write, read: read, now: time.Now, d: dialect{
-		dollar:      true,
-		readTx:      &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
-		retryable:   raced,
-		lockTenants: lockTenants,
-		listToPurge: `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
-		hints:       &hinter{process: hex.EncodeToString(id), listen: listenCfg},
+		dollar:        true,
+		readTx:        &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+		retryable:     raced,
+		lockTenants:   lockTenants,
+		listToPurge:   `SELECT id FROM topics WHERE trimmed > purged AND id > ?1 ORDER BY id LIMIT ?2`,
+		hints:         &hinter{process: hex.EncodeToString(id), listen: listenCfg},
+		databaseBytes: `SELECT pg_database_size(current_database())`,
 	}}
 	plan := s.pgPlan()
 	s.d.commit = func(ctx context.Context, reqs []*Publish) ([]Result, error) {

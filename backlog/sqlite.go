@@ -69,8 +69,9 @@ func OpenSQLite(ctx context.Context, dir string, logger *slog.Logger, sync Sync)
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	s := &Store{write: write, read: read, now: time.Now, d: dialect{
-		listToPurge: listToPurgeSQL,
-		checkpoint:  checkpointSQLite,
+		listToPurge:   listToPurgeSQL,
+		checkpoint:    checkpointSQLite,
+		databaseBytes: `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`,
 	}}
 	if sync == SyncFull {
 		s.wal = newWALSync(path + "-wal")

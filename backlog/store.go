@@ -81,6 +81,8 @@ type dialect struct {
 	// of its own (Postgres, postgres_commit.go), not on inTxOf's
 	// database/sql transaction, whose every statement is a round trip.
 	commit func(ctx context.Context, reqs []*Publish) ([]Result, error)
+	// databaseBytes reads the size of the whole database.
+	databaseBytes string
 }
 
 // q is query in the dialect's placeholders.
@@ -329,6 +331,48 @@ func (s *Store) TenantHead(ctx context.Context, tenant string) (int64, error) {
 		return 0, fmt.Errorf("read the head of tenant %s: %w", tenant, err)
 	}
 	return head, s.seen(ctx)
+}
+
+// Usage is what a tenant holds against its quotas: stored bytes (its
+// events' data, types and keys and its topics' state, as the quotas
+// count them), topics, and events retained (over all its topics).
+type Usage struct {
+	Bytes, Topics, Events int64
+	// Quotas are the store's, which commits enforce.
+	Quotas Quotas
+}
+
+// Usage reads what the tenant holds; a tenant that never stored anything
+// holds nothing.
+func (s *Store) Usage(ctx context.Context, tenant string) (Usage, error) {
+	u := Usage{Quotas: s.quotas}
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT bytes, topics FROM usage WHERE tenant = ?`), tenant).Scan(&u.Bytes, &u.Topics)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return u, fmt.Errorf("read the usage of tenant %s: %w", tenant, err)
+	}
+	if err := s.read.QueryRowContext(ctx, s.q(`SELECT coalesce(sum(head - purged), 0) FROM topics WHERE tenant = ?`), tenant).Scan(&u.Events); err != nil {
+		return u, fmt.Errorf("count the events of tenant %s: %w", tenant, err)
+	}
+	return u, s.seen(ctx)
+}
+
+// Totals are the server's sums over every tenant, for /metrics: stored
+// bytes and topics as the quotas count them, and the database's size on
+// disk (what its files hold, free pages included).
+type Totals struct {
+	Bytes, Topics, DatabaseBytes int64
+}
+
+// Totals reads them.
+func (s *Store) Totals(ctx context.Context) (Totals, error) {
+	var t Totals
+	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(sum(bytes), 0), coalesce(sum(topics), 0) FROM usage`).Scan(&t.Bytes, &t.Topics); err != nil {
+		return t, fmt.Errorf("sum the tenants' usage: %w", err)
+	}
+	if err := s.read.QueryRowContext(ctx, s.d.databaseBytes).Scan(&t.DatabaseBytes); err != nil {
+		return t, fmt.Errorf("read the database's size: %w", err)
+	}
+	return t, nil
 }
 
 // topicRow is a topic's row as a read transaction sees it.

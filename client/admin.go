@@ -139,3 +139,30 @@ func (c *Client) RevokeToken(ctx context.Context, tenant, jti string) error {
 	_, err := c.do(ctx, c.adminCall(http.MethodDelete, tenant, "/tokens/"+url.PathEscape(jti), nil, "revoke token "+jti+" of"), nil)
 	return err
 }
+
+// Used is one of a tenant's measures beside its limit (0: none).
+type Used struct {
+	Used  int64 `json:"used"`
+	Limit int64 `json:"limit"`
+}
+
+// Usage is what a tenant holds beside its limits: stored bytes (as the
+// quota counts them), topics, retained events (beside retention's count
+// per topic) and streams open at the answering server.
+type Usage struct {
+	Tenant      string `json:"tenant"`
+	StoredBytes Used   `json:"stored_bytes"`
+	Topics      Used   `json:"topics"`
+	Events      struct {
+		Used          int64 `json:"used"`
+		LimitPerTopic int64 `json:"limit_per_topic"`
+	} `json:"events"`
+	Streams Used `json:"streams"`
+}
+
+// Usage reads what the tenant holds beside its limits.
+func (c *Client) Usage(ctx context.Context, tenant string) (Usage, error) {
+	var u Usage
+	_, err := c.do(ctx, c.adminCall(http.MethodGet, tenant, "/usage", nil, "read the usage of"), &u)
+	return u, err
+}

@@ -160,6 +160,41 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request, name string) 
 	}
 }
 
+// used is one measure of a tenant beside its cap (0: none).
+type used struct {
+	Used  int64 `json:"used"`
+	Limit int64 `json:"limit"`
+}
+
+// usedPerTopic is a measure whose cap is per topic (retention's).
+type usedPerTopic struct {
+	Used          int64 `json:"used"`
+	LimitPerTopic int64 `json:"limit_per_topic"`
+}
+
+// tenantUsage answers what the tenant holds beside its limits, so that a
+// 429 quota_exceeded or too_many_streams can be seen coming: its stored
+// bytes, topics and retained events in the log, and its streams open at
+// this server.
+func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request, name string) {
+	if _, ok := s.adminTenant(w, r, name); !ok {
+		return
+	}
+	u, err := s.deps.Log.Usage(r.Context(), name)
+	if s.refuseAdmin(w, err, "read", name) {
+		return
+	}
+	open, streamLimit := s.deps.Limits.TenantStreams(name)
+	writeJSON(w, http.StatusOK, struct {
+		Tenant      string       `json:"tenant"`
+		StoredBytes used         `json:"stored_bytes"`
+		Topics      used         `json:"topics"`
+		Events      usedPerTopic `json:"events"`
+		Streams     used         `json:"streams"`
+	}{name, used{u.Bytes, u.Quotas.TenantBytes}, used{u.Topics, u.Quotas.TenantTopics},
+		usedPerTopic{u.Events, s.deps.RetentionEvents}, used{int64(open), int64(streamLimit)}})
+}
+
 // rotateTenant replaces both secrets and the generation, then ends the
 // tenant's streams (their clients reconnect with new tokens); every
 // credential made with the old secrets is 401 from the moment it answers.

@@ -80,6 +80,9 @@ type Deps struct {
 	Log     backlog.Log
 	Tenants Tenants
 	Limits  *limits.Limits
+	// RetentionEvents is how many events retention keeps per topic (0:
+	// every one), which the usage answer shows beside a tenant's events.
+	RetentionEvents int64
 	// AdminFailures throttles refused admin keys per client address, on
 	// the admin API and the console's.
 	AdminFailures *limits.Failures
@@ -212,6 +215,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodDelete, adminPath, s.adminRoute(s.deleteTenant))
 	route(http.MethodPost, adminPath+"/tokens", s.adminRoute(s.postToken))
 	route(http.MethodPost, adminPath+"/rotate", s.adminRoute(s.rotateTenant))
+	route(http.MethodGet, adminPath+"/usage", s.adminRoute(s.tenantUsage))
 	route(http.MethodGet, adminPath+"/issuers", s.adminRoute(s.getIssuers))
 	route(http.MethodPut, adminPath+"/issuers/:name", s.adminNamedRoute("name", names.Valid, issuerRule, s.putIssuer))
 	route(http.MethodGet, adminPath+"/issuers/:name", s.adminNamedRoute("name", names.Valid, issuerRule, s.getIssuer))

@@ -77,6 +77,14 @@ func (l *Limits) OpenStream(tenant string) (release func(), refused *refusal.Err
 	}, nil
 }
 
+// TenantStreams is how many streams tenant has open, and how many it may
+// (0: no cap).
+func (l *Limits) TenantStreams(tenant string) (open, limit int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tenants[tenant], l.cfg.MaxTenantStreams
+}
+
 // Publish spends one publish of tenant's rate.
 func (l *Limits) Publish(tenant string, now time.Time) *refusal.Error {
 	if l.cfg.PublishRate <= 0 {

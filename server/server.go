@@ -292,6 +292,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		Name: "edgehub_store_retries_total",
 		Help: "Write transactions run again after the shared log aborted them for racing another process's.",
 	}, func() float64 { return float64(log.Retries()) }))
+	m.WatchTotals(func(ctx context.Context) (metrics.Totals, error) {
+		t, err := log.Totals(ctx)
+		return metrics.Totals(t), err
+	})
 	s := &Server{cfg: cfg, lock: lock, log: log, logger: logger, metrics: m}
 	s.committer = backlog.NewCommitter(log, backlog.CommitterOptions{Delay: cfg.CommitDelay, Observe: func(d time.Duration, n int) {
 		m.CommitSeconds.Observe(d.Seconds())
@@ -333,7 +337,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	s.api = httpapi.New(api, httpapi.Deps{
 		PublishBodies: b.publish, UnsignedBodies: b.unsigned, UnsignedByClient: b.unsignedByClient,
 		Log: log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
-		Limits:        limits.New(cfg.Limits),
+		Limits: limits.New(cfg.Limits), RetentionEvents: cfg.RetentionEvents,
 		Ready:         s.readiness,
 		ReadBudget:    b.read,
 		SpoolBudget:   b.spool,

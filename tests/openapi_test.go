@@ -680,6 +680,10 @@ func (a *api) issuerServer(t *testing.T) {
 	adminJSON := with(admin, "Content-Type", "application/json")
 	a.do(t, b, call{method: "PUT", path: "/v1/admin/tenants/acme", header: admin, status: 201})
 	for _, c := range []call{
+		{method: "GET", path: "/v1/admin/tenants/acme/usage", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/v1/admin/tenants/.acme/usage", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/admin/tenants/ghost/usage", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "GET", path: "/v1/admin/tenants/acme/usage", header: admin, status: 200},
 		{method: "GET", path: "/v1/admin/tenants/acme/issuers", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
 		{method: "GET", path: "/v1/admin/tenants/.acme/issuers", header: admin, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "GET", path: "/v1/admin/tenants/ghost/issuers", header: admin, status: 404, code: refusal.UnknownTenant},
@@ -808,6 +812,7 @@ func (a *api) throttleServer(t *testing.T) {
 		{method: "POST", path: "/v1/admin/tenants/acme/rotate"},
 		{method: "POST", path: "/v1/admin/tenants/acme/tokens"},
 		{method: "GET", path: "/v1/admin/tenants/acme/issuers"},
+		{method: "GET", path: "/v1/admin/tenants/acme/usage"},
 		{method: "PUT", path: "/v1/admin/tenants/acme/issuers/idp", header: map[string]string{"Content-Type": "application/json"}, body: hsIssuer},
 		{method: "GET", path: "/v1/admin/tenants/acme/issuers/idp"},
 		{method: "DELETE", path: "/v1/admin/tenants/acme/issuers/idp"},

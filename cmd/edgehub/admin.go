@@ -26,6 +26,7 @@ type tenantCmd struct {
 	Get    tenantGetCmd    `cmd:"" help:"Print a tenant with its secrets."`
 	Rotate tenantRotateCmd `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
 	Delete tenantDeleteCmd `cmd:"" help:"Delete a tenant with all its data and end its streams."`
+	Usage  tenantUsageCmd  `cmd:"" help:"Print what a tenant holds (stored bytes, topics, events, open streams) beside each limit."`
 	Issuer issuerCmd       `cmd:"" help:"Register, list or delete the token issuers a tenant trusts (an identity provider, an app that signs its own tokens)."`
 }
 
@@ -67,6 +68,18 @@ func (a *tenantArg) print(call func(*client.Client, context.Context, string) (cl
 		return err
 	}
 	return printJSON(t)
+}
+
+type tenantUsageCmd struct{ tenantArg }
+
+func (c *tenantUsageCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	u, err := c.client().Usage(ctx, c.Tenant)
+	if err != nil {
+		return err
+	}
+	return printJSON(u)
 }
 
 type tenantDeleteCmd struct{ tenantArg }
