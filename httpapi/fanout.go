@@ -181,14 +181,18 @@ func (w *writer) serve(st *sseStream) (back bool) {
 	st.mustNext = !live
 	if len(parts) > 0 {
 		all, err := st.cw.tryWrite(w, parts)
+		n := 0
+		for _, p := range parts {
+			n += len(p)
+		}
 		switch {
 		case err != nil:
 			st.cw.failed, back = err, true
 		case !all:
-			st.restEvents, back = events, true
+			st.restEvents, st.restBytes, back = events, n, true
 		default:
 			st.wrote.Store(time.Now().UnixNano())
-			st.delivered(events)
+			st.delivered(events, n)
 		}
 	}
 	clear(parts)
@@ -393,14 +397,15 @@ func (st *sseStream) finish() error {
 	}
 	cw.rest, cw.broken = nil, false
 	st.wrote.Store(time.Now().UnixNano())
-	st.delivered(st.restEvents)
-	st.restEvents = 0
+	st.delivered(st.restEvents, st.restBytes)
+	st.restEvents, st.restBytes = 0, 0
 	return nil
 }
 
-// delivered counts the events of a write that is done, and the lag of the
-// oldest pushed one (Subscription.Lag).
-func (st *sseStream) delivered(events int) {
+// delivered counts the events of a write that is done (of bytes), and the
+// lag of the oldest pushed one (Subscription.Lag).
+func (st *sseStream) delivered(events, bytes int) {
+	st.sent(events, bytes)
 	m := st.s.deps.Metrics
 	if events > 0 {
 		m.Deliveries.Add(float64(events))

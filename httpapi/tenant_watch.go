@@ -94,9 +94,10 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 	// As for a topic's stream: a tenant deleted or rotated since the check
 	// has had its hubs stopped, and this stream may sit on a new one; a
 	// revocation since then is seen, or sees the credential held.
-	release = s.holding(ten, sub.End, release)
+	cause := &endCause{}
+	release = s.holding(ten, cause.ending(endRevoked, sub.End), release)
 	if !endAt.IsZero() {
-		expiry := time.AfterFunc(time.Until(endAt), sub.End)
+		expiry := time.AfterFunc(time.Until(endAt), cause.ending(endExpired, sub.End))
 		held := release
 		release = func() {
 			expiry.Stop()
@@ -118,6 +119,6 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 		frames.Header(w.Header(), sub.Position())
 	}
 	s.deps.Metrics.StreamsOpen.Inc()
-	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames}
+	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames, cause: cause}
 	st.serveOn(w, r)
 }

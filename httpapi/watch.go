@@ -51,6 +51,7 @@ func (st *sseStream) serveOn(w http.ResponseWriter, r *http.Request) {
 	// The stream's context is a child of endCtx, so EndStreams ends it
 	// before it wakes the stream.
 	ctx, cancel := context.WithCancel(s.endCtx)
+	st.logged(w, r)
 	if cw, ok := s.takeOver(w, r); ok {
 		st.wire = cw
 		if cw.raw != nil && st.topicSub != nil {
@@ -119,14 +120,15 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	// on a new one. Both change the row first, so looking again catches
 	// it. A revocation, stored first too, either finds the credential
 	// held or is seen here.
-	release = s.holding(ten, sub.End, release)
+	cause := &endCause{}
+	release = s.holding(ten, cause.ending(endRevoked, sub.End), release)
 	if aerr := s.stillThere(r, ten, topic); aerr != nil {
 		sub.Close()
 		writeError(w, aerr)
 		return nil
 	}
 	s.deps.Metrics.StreamsOpen.Inc()
-	return &sseStream{s: s, sub: topicSource{sub}, topicSub: sub, release: release, tenant: tenant, topic: topic}
+	return &sseStream{s: s, sub: topicSource{sub}, topicSub: sub, release: release, tenant: tenant, topic: topic, cause: cause}
 }
 
 // watchFrom reads where a stream starts, first match wins: Last-Event-ID
@@ -175,6 +177,11 @@ type sseStream struct {
 	buf    []byte
 	parts  [3][]byte // one flush's pieces, so that a flush allocates nothing
 	events int       // event frames buffered since the last flush
+	// cause is why the stream was ended from outside, if it was; log its
+	// access-log line (nil without --access-log) and total what it wrote.
+	cause *endCause
+	log   *streamLog
+	total accounted
 
 	// The fields below serve a stream on a connection taken over from
 	// net/http (cw) from its writer w in the server's pool (fanout.go);
@@ -191,8 +198,8 @@ type sseStream struct {
 	// mustNext says the writer handed the stream back for Next, and
 	// restEvents is the events of the chunk rest that it left (cw.rest);
 	// whoever writes the stream owns them.
-	mustNext   bool
-	restEvents int
+	mustNext              bool
+	restEvents, restBytes int
 }
 
 // pingAt is when a heartbeat is due, if nothing is written before.
@@ -210,10 +217,12 @@ func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, hello
 	defer func() {
 		// A taken-over stream's goroutine has no net/http recovery: a
 		// panic ends this stream only, as it would on net/http's.
-		if v := recover(); v != nil {
+		v := recover()
+		if v != nil {
 			err = fmt.Errorf("panic: %v", v)
 			s.deps.Logger.Error("stream panic", "tenant", st.tenant, "topic", st.topic, "panic", v)
 		}
+		st.logEnd(err, v != nil)
 		st.wire.end()
 		s.untrack(st)
 		st.sub.Close()
@@ -260,9 +269,13 @@ func (st *sseStream) hello() error {
 	p := st.s.pace()
 	err := snap.Pieces(func(piece []byte) error {
 		parts := append(st.parts[:0], st.buf, piece)
-		err := st.wire.write(p.next(len(st.buf)+len(piece)), parts...)
+		n := len(st.buf) + len(piece)
+		err := st.wire.write(p.next(n), parts...)
 		clear(parts)
 		st.buf = st.buf[:0]
+		if err == nil {
+			st.sent(0, n)
+		}
 		return err
 	})
 	if err != nil {
@@ -407,10 +420,15 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	deadline := time.Now().Add(st.s.cfg.WriteTimeout) // or the server's end, if sooner (setWriteDeadline)
 	parts := append(append(st.parts[:0], st.buf), extra...)
 	err := st.wire.write(deadline, parts...)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
 	clear(parts)
 	if err != nil {
 		return err
 	}
+	st.sent(st.events, n)
 	if st.events > 0 {
 		st.s.deps.Metrics.Deliveries.Add(float64(st.events))
 		st.events = 0
