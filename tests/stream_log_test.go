@@ -11,7 +11,7 @@ import (
 // streamEnd is a stream's access-log line.
 type streamEnd struct {
 	Msg, Route, Path, Reason, Took string
-	Bytes, Events, Position       int64
+	Bytes, Events, Position        int64
 }
 
 // awaitStreamEnds polls the server's log until it has n stream lines.
