@@ -17,14 +17,18 @@ import (
 
 // Event is one committed event as the server hands it out: its envelope.
 // Key and Op are set only on keyed events; a delete's Data is null.
-// Encoded with encoding/json it is the same envelope again.
+// Topic and Pos, the event's position in its tenant's order, are set on
+// a tenant stream's events (WatchTenant). Encoded with encoding/json it
+// is the same envelope again.
 type Event struct {
-	Seq  int64           `json:"seq"`
-	Type string          `json:"type"`
-	Time time.Time       `json:"time"`
-	Key  string          `json:"key,omitempty"`
-	Op   string          `json:"op,omitempty"`
-	Data json.RawMessage `json:"data"`
+	Topic string          `json:"topic,omitempty"`
+	Pos   int64           `json:"pos,omitempty"`
+	Seq   int64           `json:"seq"`
+	Type  string          `json:"type"`
+	Time  time.Time       `json:"time"`
+	Key   string          `json:"key,omitempty"`
+	Op    string          `json:"op,omitempty"`
+	Data  json.RawMessage `json:"data"`
 }
 
 // Hello opens each stream: the topic's head when the stream registered
@@ -42,10 +46,20 @@ type Snapshot struct {
 }
 
 // Gap says that events From..To, which the stream owed, were removed by
-// retention before they could be sent; delivery goes on with To+1.
+// retention before they could be sent; delivery goes on with To+1. On a
+// tenant stream, Topic names the topic whose sequence numbers they are,
+// and From is 0: the server says only where the topic goes on.
 type Gap struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
+	Topic string `json:"topic,omitempty"`
+	From  int64  `json:"from"`
+	To    int64  `json:"to"`
+}
+
+// Selection picks a tenant stream's topics: exact names, and patterns in
+// which '*' matches any run of characters; with neither, every topic the
+// token may subscribe to.
+type Selection struct {
+	Topics, Patterns []string
 }
 
 // Retry tells of a reconnect about to happen: why the stream ended or was
@@ -102,9 +116,34 @@ const defaultRetry = 2 * time.Second
 // position, so that the server sends the snapshot again; resuming from
 // hello's position would skip the state for good.
 func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions) iter.Seq2[Event, error] {
+	return c.watch(ctx, &watch{c: c, tenant: tenant, topic: topic, o: o,
+		needSnapshot: o.Snapshot && o.After == nil, b: backoff{base: defaultRetry}})
+}
+
+// WatchTenant is Watch over several topics of tenant at once, in the
+// tenant's order: one stream whose positions (Event.Pos, Hello, After,
+// Last-Event-ID) are the tenant's, whose events carry their Topic, and
+// whose gaps are per topic. It has no snapshot: o.Snapshot is an error.
+func (c *Client) WatchTenant(ctx context.Context, tenant string, sel Selection, o WatchOptions) iter.Seq2[Event, error] {
+	if o.Snapshot {
+		return func(yield func(Event, error) bool) {
+			yield(Event{}, permanent{fmt.Errorf("watch tenant %s: a tenant stream has no snapshot", tenant)})
+		}
+	}
+	q := url.Values{}
+	for _, t := range sel.Topics {
+		q.Add("topic", t)
+	}
+	for _, p := range sel.Patterns {
+		q.Add("pattern", p)
+	}
+	return c.watch(ctx, &watch{c: c, tenant: tenant, sel: q, o: o, b: backoff{base: defaultRetry}})
+}
+
+// watch runs w's connections, one after another, until one ends for good.
+func (c *Client) watch(ctx context.Context, w *watch) iter.Seq2[Event, error] {
+	o := w.o
 	return func(yield func(Event, error) bool) {
-		w := &watch{c: c, tenant: tenant, topic: topic, o: o,
-			needSnapshot: o.Snapshot && o.After == nil, b: backoff{base: defaultRetry}}
 		for {
 			err := w.stream(ctx, yield)
 			if errors.Is(err, errStopped) {
@@ -140,10 +179,12 @@ func (c *Client) Watch(ctx context.Context, tenant, topic string, o WatchOptions
 type watch struct {
 	c             *Client
 	tenant, topic string
-	o             WatchOptions
-	lastID        string
-	needSnapshot  bool
-	b             backoff
+	// sel is a tenant stream's selectors (nil for a topic's watch).
+	sel          url.Values
+	o            WatchOptions
+	lastID       string
+	needSnapshot bool
+	b            backoff
 }
 
 // errStopped is the loop's break, which ends Watch quietly.
@@ -159,15 +200,22 @@ func (p permanent) Unwrap() error { return p.error }
 // until the stream ends, and says why it ended.
 func (w *watch) stream(ctx context.Context, yield func(Event, error) bool) error {
 	q := url.Values{}
+	for k, v := range w.sel {
+		q[k] = v
+	}
 	if w.o.After != nil {
 		q.Set("after", strconv.FormatInt(*w.o.After, 10))
 	}
 	if w.o.Snapshot {
 		q.Set("snapshot", "1")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.c.topicURL(w.tenant, w.topic, "watch", q), nil)
+	u := w.c.topicURL(w.tenant, w.topic, "watch", q)
+	if w.sel != nil {
+		u = w.c.url("/v1/tenants/"+url.PathEscape(w.tenant)+"/watch", q)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return permanent{fmt.Errorf("watch %s/%s: %w", w.tenant, w.topic, err)}
+		return permanent{fmt.Errorf("watch %s: %w", w.name(), err)}
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if w.lastID != "" {
@@ -178,7 +226,7 @@ func (w *watch) stream(ctx context.Context, yield func(Event, error) bool) error
 	}
 	resp, err := w.c.http().Do(req)
 	if err != nil {
-		return fmt.Errorf("watch %s/%s: %w", w.tenant, w.topic, err)
+		return fmt.Errorf("watch %s: %w", w.name(), err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // what can fail is the read, checked below
 	if resp.StatusCode != http.StatusOK {
@@ -201,6 +249,14 @@ func (w *watch) stream(ctx context.Context, yield func(Event, error) bool) error
 			return err
 		}
 	}
+}
+
+// name is what the watch watches, for its errors.
+func (w *watch) name() string {
+	if w.sel != nil {
+		return "tenant " + w.tenant
+	}
+	return w.tenant + "/" + w.topic
 }
 
 // frame hands one frame to the caller and keeps the position the next

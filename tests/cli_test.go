@@ -85,6 +85,9 @@ func TestCLIUsageErrorsAreShort(t *testing.T) {
 		{[]string{"frobnicate"}, ""},
 		{[]string{"watch", "acme/x", "--after", "many"}, ""},
 		{[]string{"watch", "acme/x", "--after=-1"}, "0 (the whole backlog) or more"},
+		{[]string{"watch", "acme/x", "--topic", "y"}, "select a tenant stream's topics"},
+		{[]string{"watch", "acme", "--snapshot"}, "a tenant stream (TENANT without /TOPIC) has none"},
+		{[]string{"watch", "acme/"}, "is not TENANT/TOPIC or TENANT"},
 		{[]string{"events", "acme/x", "--after=-2"}, "0 (the whole backlog) or more"},
 		{[]string{"publish", "acme/x", "{}", "--server", "127.0.0.1:8080"}, "give its scheme and host"},
 		{[]string{"tenant", "get", "acme", "--server", "localhost:8080"}, "give its scheme and host"},
@@ -387,6 +390,67 @@ func TestCLIWatchResumesAfterARestart(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("an interrupted watch: %v, want exit 0", err)
+	}
+}
+
+// tenantLine reads the next line, a tenant stream's envelope.
+func (l *lines) tenantLine(t *testing.T) tenantEnvelope {
+	t.Helper()
+	select {
+	case line, ok := <-l.ch:
+		var e tenantEnvelope
+		if !ok || json.Unmarshal([]byte(line), &e) != nil || e.Pos == 0 || e.Topic == "" {
+			t.Fatalf("want a tenant envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
+		}
+		return e
+	case <-time.After(wait):
+		t.Fatalf("no line came; stderr:\n%s", l.stderr)
+		panic("unreachable")
+	}
+}
+
+// watch TENANT --topic --pattern is one tenant stream: the selected
+// topics' events in the tenant's order, each once, also across a kill -9
+// of the server, which it resumes from by tenant position.
+func TestCLIWatchTenant(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, "--retry", "100ms")
+	p.publish(t, "orders", `1`)
+	p.publish(t, "other", `2`)
+	p.publish(t, "payments.eu", `3`)
+	cmd, out := startCLI(t, "watch", "acme", "--topic", "orders", "--pattern", "payments.*", "--after", "0", "--json", "--server", p.base)
+	want := []struct {
+		topic string
+		pos   int64
+	}{{"orders", 1}, {"payments.eu", 3}}
+	for _, w := range want {
+		if e := out.tenantLine(t); e.Topic != w.topic || e.Pos != w.pos || e.Seq != 1 {
+			t.Fatalf("got %+v, want %s at %d", e, w.topic, w.pos)
+		}
+	}
+	p.kill9()
+	q := startAt(t, binary, nil, dir, strings.TrimPrefix(p.base, "http://"), "--dev", "--retry", "100ms")
+	q.publish(t, "other", `4`)
+	q.publish(t, "payments.us", `5`)
+	q.publish(t, "orders", `6`)
+	for _, w := range []struct {
+		topic string
+		pos   int64
+	}{{"payments.us", 5}, {"orders", 6}} {
+		if e := out.tenantLine(t); e.Topic != w.topic || e.Pos != w.pos {
+			t.Fatalf("after the restart: %+v, want %s at %d; stderr:\n%s", e, w.topic, w.pos, out.stderr)
+		}
+	}
+	if !strings.Contains(out.stderr.String(), `resuming after "3"`) {
+		t.Errorf("no notice of the reconnect from tenant position 3 on stderr:\n%s", out.stderr)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("an interrupted watch: %v, want exit 0", err)
+	}
+	text, _, code := cliRun(t, nil, nil, "", "events", "acme/orders", "--server", q.base)
+	if code != 0 || !strings.Contains(text, `"seq":2`) {
+		t.Fatalf("events after the watch: exit %d %q", code, text)
 	}
 }
 

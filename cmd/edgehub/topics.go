@@ -148,16 +148,37 @@ func ndjsonLines(b []byte) []any {
 
 type watchCmd struct {
 	conn
-	Target   target `arg:"" help:"TENANT/TOPIC."`
-	After    *int64 `placeholder:"N" help:"Start after this sequence number (0: the whole backlog)."`
-	Snapshot bool   `help:"Start with the topic's state."`
-	JSON     bool   `name:"json" help:"One JSON object a line on stdout, nothing else."`
+	Target   stream   `arg:"" help:"TENANT/TOPIC, or TENANT for several topics in one stream (--topic, --pattern; every topic with neither)."`
+	Topic    []string `placeholder:"T" help:"A topic of a tenant stream (repeatable)."`
+	Pattern  []string `placeholder:"P" help:"A pattern of a tenant stream's topics, '*' any run of characters (repeatable)."`
+	After    *int64   `placeholder:"N" help:"Start after this sequence number, a tenant stream's after this tenant position (0: the whole backlog)."`
+	Snapshot bool     `help:"Start with the topic's state (a topic's watch only)."`
+	JSON     bool     `name:"json" help:"One JSON object a line on stdout, nothing else."`
 }
 
-// Validate refuses a negative --after, which names no position.
+// stream is a watch's target: TENANT/TOPIC, or TENANT for a tenant
+// stream.
+type stream struct{ tenant, topic string }
+
+func (t *stream) UnmarshalText(b []byte) error {
+	tenant, topic, slash := strings.Cut(string(b), "/")
+	if tenant == "" || slash && topic == "" {
+		return fmt.Errorf("%q is not TENANT/TOPIC or TENANT", b)
+	}
+	t.tenant, t.topic = tenant, topic
+	return nil
+}
+
+// Validate refuses a negative --after, which names no position, and the
+// flags of one kind of stream given to the other.
 func (w *watchCmd) Validate() error {
-	if w.After != nil && *w.After < 0 {
+	switch {
+	case w.After != nil && *w.After < 0:
 		return errNegativeAfter
+	case w.Target.topic != "" && len(w.Topic)+len(w.Pattern) > 0:
+		return errors.New("--topic and --pattern select a tenant stream's topics: watch TENANT --topic T, or TENANT/TOPIC alone")
+	case w.Target.topic == "" && w.Snapshot:
+		return errors.New("--snapshot is a topic's state: a tenant stream (TENANT without /TOPIC) has none")
 	}
 	return nil
 }
@@ -167,6 +188,10 @@ var errNegativeAfter = errors.New("--after is a sequence number: 0 (the whole ba
 
 func (w *watchCmd) Run() error {
 	tenant, topic := w.Target.tenant, w.Target.topic
+	name := tenant + "/" + topic
+	if topic == "" {
+		name = tenant
+	}
 	ctx, stop := signalled()
 	defer stop()
 	out := bufio.NewWriter(os.Stdout)
@@ -186,7 +211,7 @@ func (w *watchCmd) Run() error {
 	o := client.WatchOptions{After: w.After, Snapshot: w.Snapshot,
 		OnHello: func(h client.Hello) {
 			if hellos++; hellos == 1 && h.Head > h.Position {
-				bar = newProgress(h.Position, h.Head, tenant+"/"+topic)
+				bar = newProgress(h.Position, h.Head, name)
 			}
 			notice("connected: head %d, position %d", h.Head, h.Position)
 		},
@@ -202,12 +227,22 @@ func (w *watchCmd) Run() error {
 				write("snapshot " + string(b))
 			}
 		},
-		OnGap: func(g client.Gap) { notice("gap: events %d..%d were removed by retention", g.From, g.To) },
+		OnGap: func(g client.Gap) {
+			if g.Topic != "" {
+				notice("gap: events of %s up to %d were removed by retention", g.Topic, g.To)
+				return
+			}
+			notice("gap: events %d..%d were removed by retention", g.From, g.To)
+		},
 		OnRetry: func(r client.Retry) {
 			notice("%v; resuming after %q in %s", r.Err, r.LastEventID, r.Delay.Round(1e6))
 		},
 	}
-	for e, err := range w.client().Watch(ctx, tenant, topic, o) {
+	events := w.client().Watch(ctx, tenant, topic, o)
+	if topic == "" {
+		events = w.client().WatchTenant(ctx, tenant, client.Selection{Topics: w.Topic, Patterns: w.Pattern}, o)
+	}
+	for e, err := range events {
 		if err != nil {
 			bar.done()
 			if ctx.Err() != nil {
@@ -219,16 +254,23 @@ func (w *watchCmd) Run() error {
 		if err != nil {
 			return fmt.Errorf("encode event %d: %w", e.Seq, err)
 		}
-		if w.JSON {
+		at := e.Seq
+		switch {
+		case w.JSON:
 			write(string(b))
-		} else {
+		case topic == "":
+			write(fmt.Sprintf("%d %s %d %s %s", e.Pos, e.Topic, e.Seq, e.Type, b))
+		default:
 			write(fmt.Sprintf("%d %s %s", e.Seq, e.Type, b))
 		}
 		if failed != nil {
 			bar.done()
 			return fmt.Errorf("write to stdout: %w", failed)
 		}
-		if bar.at(e.Seq) {
+		if topic == "" {
+			at = e.Pos
+		}
+		if bar.at(at) {
 			bar = nil
 		}
 	}
