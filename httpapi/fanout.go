@@ -181,10 +181,7 @@ func (w *writer) serve(st *sseStream) (back bool) {
 	st.mustNext = !live
 	if len(parts) > 0 {
 		all, err := st.cw.tryWrite(w, parts)
-		n := 0
-		for _, p := range parts {
-			n += len(p)
-		}
+		n := st.measured(parts)
 		switch {
 		case err != nil:
 			st.cw.failed, back = err, true

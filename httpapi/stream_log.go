@@ -63,8 +63,25 @@ func (st *sseStream) logged(w http.ResponseWriter, r *http.Request) {
 	st.log = l
 }
 
-// sent counts a write that is done: events event frames in bytes.
+// measured is the size of parts for the access-log line, and 0 when the
+// stream has none: without --access-log the writers count nothing.
+func (st *sseStream) measured(parts [][]byte) int {
+	if st.log == nil {
+		return 0
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
+// sent counts a write that is done, for the access-log line: events
+// event frames in bytes.
 func (st *sseStream) sent(events, bytes int) {
+	if st.log == nil {
+		return
+	}
 	st.total.events += int64(events)
 	st.total.bytes += int64(bytes)
 }

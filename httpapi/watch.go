@@ -420,10 +420,7 @@ func (st *sseStream) flush(extra ...[]byte) error {
 	deadline := time.Now().Add(st.s.cfg.WriteTimeout) // or the server's end, if sooner (setWriteDeadline)
 	parts := append(append(st.parts[:0], st.buf), extra...)
 	err := st.wire.write(deadline, parts...)
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
+	n := st.measured(parts)
 	clear(parts)
 	if err != nil {
 		return err

@@ -343,20 +343,28 @@ func startCLI(t *testing.T, args ...string) (*exec.Cmd, *lines) {
 	return cmd, l
 }
 
-// seq reads the next line, an envelope, and returns its sequence number.
-func (l *lines) seq(t *testing.T) int64 {
+// next reads the next line, which must come; ok is false once stdout
+// has closed.
+func (l *lines) next(t *testing.T) (line string, ok bool) {
 	t.Helper()
 	select {
-	case line, ok := <-l.ch:
-		var e envelope
-		if !ok || json.Unmarshal([]byte(line), &e) != nil {
-			t.Fatalf("want an envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
-		}
-		return e.Seq
+	case line, ok = <-l.ch:
+		return line, ok
 	case <-time.After(wait):
 		t.Fatalf("no line came; stderr:\n%s", l.stderr)
 		panic("unreachable")
 	}
+}
+
+// seq reads the next line, an envelope, and returns its sequence number.
+func (l *lines) seq(t *testing.T) int64 {
+	t.Helper()
+	line, ok := l.next(t)
+	var e envelope
+	if !ok || json.Unmarshal([]byte(line), &e) != nil {
+		t.Fatalf("want an envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
+	}
+	return e.Seq
 }
 
 // watch --json goes on by itself after the server is killed and started
@@ -396,17 +404,12 @@ func TestCLIWatchResumesAfterARestart(t *testing.T) {
 // tenantLine reads the next line, a tenant stream's envelope.
 func (l *lines) tenantLine(t *testing.T) tenantEnvelope {
 	t.Helper()
-	select {
-	case line, ok := <-l.ch:
-		var e tenantEnvelope
-		if !ok || json.Unmarshal([]byte(line), &e) != nil || e.Pos == 0 || e.Topic == "" {
-			t.Fatalf("want a tenant envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
-		}
-		return e
-	case <-time.After(wait):
-		t.Fatalf("no line came; stderr:\n%s", l.stderr)
-		panic("unreachable")
+	line, ok := l.next(t)
+	var e tenantEnvelope
+	if !ok || json.Unmarshal([]byte(line), &e) != nil || e.Pos == 0 || e.Topic == "" {
+		t.Fatalf("want a tenant envelope, got %q (open %v); stderr:\n%s", line, ok, l.stderr)
 	}
+	return e
 }
 
 // watch TENANT --topic --pattern is one tenant stream: the selected

@@ -14,17 +14,23 @@ type streamEnd struct {
 	Bytes, Events, Position        int64
 }
 
+// streamEnds is the stream lines logged so far.
+func (p *proc) streamEnds() []streamEnd {
+	var ends []streamEnd
+	for _, l := range strings.Split(p.logText(), "\n") {
+		var v streamEnd
+		if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "stream ended" {
+			ends = append(ends, v)
+		}
+	}
+	return ends
+}
+
 // awaitStreamEnds polls the server's log until it has n stream lines.
 func (p *proc) awaitStreamEnds(t *testing.T, n int) []streamEnd {
 	t.Helper()
 	for deadline := time.Now().Add(wait); ; {
-		var ends []streamEnd
-		for _, l := range strings.Split(p.logText(), "\n") {
-			var v streamEnd
-			if json.Unmarshal([]byte(l), &v) == nil && v.Msg == "stream ended" {
-				ends = append(ends, v)
-			}
-		}
+		ends := p.streamEnds()
 		if len(ends) >= n {
 			return ends
 		}
@@ -64,7 +70,7 @@ func TestStreamEndIsLogged(t *testing.T) {
 	big := `"` + strings.Repeat("x", 60000) + `"`
 	for i := 0; i < 400; i++ {
 		p.publish(t, "stuck", big)
-		if len(p.streamEndsNow()) > 1 {
+		if len(p.streamEnds()) > 1 {
 			break
 		}
 	}
@@ -80,17 +86,6 @@ func TestStreamEndIsLogged(t *testing.T) {
 	if e := p.awaitStreamEnds(t, 3)[2]; e.Reason != "shutdown" || e.Events != 0 || e.Position != 2 {
 		t.Fatalf("the line of a stream the server ended to stop: %+v", e)
 	}
-}
-
-// streamEndsNow is the stream lines logged so far.
-func (p *proc) streamEndsNow() []string {
-	var ends []string
-	for _, l := range strings.Split(p.logText(), "\n") {
-		if strings.Contains(l, `"msg":"stream ended"`) {
-			ends = append(ends, l)
-		}
-	}
-	return ends
 }
 
 // A revoked token's stream, and a tenant stream whose tenant is deleted,
@@ -127,7 +122,7 @@ func TestStreamEndSaysRevokedOrEnded(t *testing.T) {
 	s.hello(t)
 	s.close()
 	quiet.watch(t, "orders", "", nil).hello(t) // the first has ended once this one is served
-	if got := quiet.streamEndsNow(); len(got) != 0 {
-		t.Fatalf("stream lines without --access-log: %q", got)
+	if got := quiet.streamEnds(); len(got) != 0 {
+		t.Fatalf("stream lines without --access-log: %+v", got)
 	}
 }
