@@ -292,7 +292,7 @@ export class Watch {
           throw conn.signal.reason instanceof StreamBreak ? conn.signal.reason : new StreamBreak(`read the stream: ${e.message}`);
         }
         if (chunk.done) return;
-        arm();
+        clearTimeout(idle); // a slow callback is no silent server
         let frames;
         try {
           frames = parser.push(decoder.decode(chunk.value, { stream: true }));
@@ -305,6 +305,7 @@ export class Watch {
           if (this.#closed) return;
           await this.#frame(f);
         }
+        arm();
       }
     } finally {
       clearTimeout(idle);

@@ -95,6 +95,18 @@ test('a topic watch and a tenant watch resume across kill -9, each event once, i
   assert.equal(tenant.seen.filter(([k]) => k === 'hello').length, 2, 'one hello per connection');
 });
 
+test('a stream that stays silent past idleTimeout is resumed, missing nothing', async () => {
+  await client.publish('quiet', { n: 1 });
+  const c = collect((o) => client.watch('quiet', { after: 0, idleTimeout: 300, ...o }));
+  await until(() => c.retries.length >= 1, 'a reconnect after the silence');
+  assert.match(c.retries[0].error.message, /nothing arrived for 300 ms/);
+  assert.equal(c.retries[0].lastEventId, '1');
+  await client.publish('quiet', { n: 2 });
+  await until(() => c.events().length === 2, 'the event after the reconnect');
+  c.w.close();
+  assert.deepEqual(c.events().map((e) => e.seq), [1, 2]);
+});
+
 test('a gap and a snapshot are typed callbacks, on topic and tenant streams', async () => {
   for (let i = 1; i <= 8; i++) await client.publish('trimmed', { i });
   await hub.waitTrimmed('trimmed');
