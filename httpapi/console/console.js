@@ -207,31 +207,41 @@ async function openTenant(watchAfter) {
   if (watchAfter && gen === state.listGen) watch();
 }
 
-// listTopics reads a page of the tenant's topics after name (the first
-// page for '') and shows it; a refusal shows in the list's own line.
+// listTopics reads the tenant's topics after name ('' for the start) and
+// shows them, TOPIC_PAGE at a time; a refusal shows in the list's own line.
+// An answer may be shorter than its limit without being the last: only an
+// empty one ends the list, so a short page is followed until the page is
+// full or an answer is empty.
 async function listTopics(gen, after) {
-  let r;
-  try {
-    const q = new URLSearchParams({ limit: String(TOPIC_PAGE) });
-    if (after) q.set('after', after);
-    r = await authorized(`${tenantPath()}/topics?${q}`);
-  } catch (err) {
+  const got = [];
+  let next = after;
+  let end = false;
+  while (!end && got.length < TOPIC_PAGE) {
+    let r;
+    try {
+      const q = new URLSearchParams({ limit: String(TOPIC_PAGE - got.length) });
+      if (next) q.set('after', next);
+      r = await authorized(`${tenantPath()}/topics?${q}`);
+    } catch (err) {
+      if (gen !== state.listGen) return;
+      if (err instanceof Refused) show(err.where === 'error' ? 'topics-error' : err.where, err.message);
+      else show('topics-error', 'The server cannot be reached: ' + err.message);
+      return;
+    }
     if (gen !== state.listGen) return;
-    if (err instanceof Refused) show(err.where === 'error' ? 'topics-error' : err.where, err.message);
-    else show('topics-error', 'The server cannot be reached: ' + err.message);
-    return;
-  }
-  if (gen !== state.listGen) return;
-  if (r.status !== 200) {
-    show('topics-error', describe(r));
-    return;
+    if (r.status !== 200) {
+      show('topics-error', describe(r));
+      return;
+    }
+    const page = r.data.topics || [];
+    got.push(...page);
+    end = page.length === 0;
+    next = r.data.next_after;
   }
   show('topics-error', '');
-  const got = r.data.topics || [];
   if (!after) state.topics = [];
   state.topics.push(...got);
-  // A full page may have more behind it; a short one is the end.
-  state.topicsNext = got.length === TOPIC_PAGE ? r.data.next_after : '';
+  state.topicsNext = end ? '' : next;
   renderTopics();
 }
 

@@ -221,13 +221,45 @@ test('console: stream counts are right from the first frame', async () => {
     assert.ok(shown.length > 0);
     assert.deepEqual(shown.filter((v) => !(Number(v) >= 1)), [], `streams shown: ${shown}`);
 
+    // The server goes away and comes back: the page reconnects after its
+    // last position, and counts the second hello and nothing twice.
+    await hub.restart();
+    await until(async () => (await counts(p))['count-hellos'] === '2', 'a second hello');
+    await post(hub, 'orders', { i: 5 });
+    await row(p, 5);
+    assert.deepEqual(await counts(p), { 'count-events': '5', 'count-gaps': '0', 'count-hellos': '2', position: '5', head: '5' });
+    assert.deepEqual((await rows(p)).filter((r) => r.kind === 'event').map((r) => r.pos), ['5', '4', '3', '2', '1']);
+    // Every attempt to reconnect (one may find the server still away) starts after 4.
+    const again = p.streams.slice(1).map((u) => u.searchParams.get('after'));
+    assert.ok(again.length >= 1 && again.every((a) => a === '4'), `reconnects after ${again}`);
+
     // A new watch counts from zero again, its first frame included.
     await p.fill('#from', '3');
     await p.click('#watch');
-    await row(p, 4);
-    await until(async () => (await counts(p))['count-hellos'] === '1', 'the new stream counted');
-    assert.deepEqual(await counts(p), { 'count-events': '1', 'count-gaps': '0', 'count-hellos': '1', position: '4', head: '4' });
-    assert.equal((await rows(p)).filter((r) => r.kind === 'event').length, 1);
+    await until(async () => (await counts(p))['count-hellos'] === '1' && (await rows(p)).length === 3, 'the new stream counted');
+    assert.deepEqual(await counts(p), { 'count-events': '2', 'count-gaps': '0', 'count-hellos': '1', position: '5', head: '5' });
+    assert.deepEqual((await rows(p)).map((r) => [r.kind, r.pos]), [['event', '5'], ['event', '4'], ['hello', '3']]);
+    assert.deepEqual(p.problems.filter((m) => !m.includes('ERR_')), []);
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
+
+test('console: the topic list pages on with More until an empty answer', async () => {
+  const hub = new Hub();
+  await hub.start();
+  try {
+    const names = Array.from({ length: 103 }, (_, i) => `t${String(i).padStart(3, '0')}`);
+    await Promise.all(names.map((n) => post(hub, n, { n })));
+    const p = await open(hub, 'tenant=acme');
+    await listed(p, names.slice(0, 100));
+    assert.equal(await text(p, 'topics-count'), '(100+)');
+    assert.equal(await p.isEnabled('#topics-more'), true);
+    await p.click('#topics-more');
+    await listed(p, names);
+    await waitText(p, 'topics-count', '(103)');
+    assert.equal(await p.isDisabled('#topics-more'), true);
     assert.deepEqual(p.problems, []);
     await p.close();
   } finally {
