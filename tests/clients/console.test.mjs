@@ -292,6 +292,24 @@ test('console: a gap is shown and counted', async () => {
   }
 });
 
+test('console: heartbeats are counted and change nothing else', async () => {
+  const hub = new Hub(['--heartbeat', '200ms']);
+  await hub.start();
+  try {
+    await post(hub, 'orders', { n: 1 });
+    const p = await open(hub, 'tenant=acme&topic=orders');
+    await live(p);
+    await row(p, 1);
+    await p.waitForFunction(() => Number(document.getElementById('count-pings').textContent) >= 2, null, { timeout });
+    assert.deepEqual(await counts(p), { 'count-events': '1', 'count-gaps': '0', 'count-hellos': '1', position: '1', head: '1' });
+    assert.deepEqual((await rows(p)).map((r) => r.kind), ['event', 'hello']);
+    assert.deepEqual(p.problems, []);
+    await p.close();
+  } finally {
+    await hub.close();
+  }
+});
+
 test('console: the time column shows the date and the time in UTC', async () => {
   const hub = new Hub();
   await hub.start();
