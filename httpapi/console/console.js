@@ -105,7 +105,8 @@ async function credentials(fresh) {
       needKey('The admin key was refused: ' + describe(r));
       throw new Refused(describe(r), 'auth-error');
     }
-    if (r.status !== 201) throw new Refused('No token for the tenant: ' + describe(r), 'tenant-error');
+    // 404 unknown_tenant: the admin API never created it.
+    if (r.status !== 201) throw new Refused(describe(r), 'tenant-error');
     state.token = r.data.token;
     state.tokenTenant = tenant;
     state.tokenAt = Date.now();
@@ -168,9 +169,10 @@ async function useKey(e) {
   }
 }
 
-// openTenant shows the tenant in the form: outside dev mode it checks
-// that the admin API knows it, then lists its topics; with watch, it then
-// opens the stream that the form's selection describes.
+// openTenant shows the tenant in the form: it lists its topics (outside
+// dev mode the token for that is refused if the admin API does not know
+// the tenant); with watchAfter, it then opens the stream that the form's
+// selection describes.
 async function openTenant(watchAfter) {
   stop();
   const tenant = $('tenant').value.trim();
@@ -185,24 +187,6 @@ async function openTenant(watchAfter) {
   $('topics').replaceChildren();
   renderSelection();
   saveHash();
-  if (state.mode !== 'dev') {
-    let r;
-    try {
-      r = await call(`v1/admin/tenants/${enc(tenant)}`, { headers: adminHeaders() });
-    } catch (err) {
-      show('tenant-error', 'The server cannot be reached: ' + err.message);
-      return;
-    }
-    if (gen !== state.listGen) return;
-    if (r.status === 401) {
-      needKey('The admin key was refused: ' + describe(r));
-      return;
-    }
-    if (r.status !== 200) {
-      show('tenant-error', describe(r));
-      return;
-    }
-  }
   await listTopics(gen, '');
   if (watchAfter && gen === state.listGen) watch();
 }
