@@ -24,6 +24,7 @@ const state = {
   mode: '', // 'dev' or 'admin', once the server said which
   key: sessionStorage.getItem(KEY_STORE) || '',
   tenant: '', // the tenant open in the page
+  autoWatch: false, // the address named a selection: watch it once the tenant is open
   token: '',
   tokenTenant: '',
   tokenAt: 0,
