@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgehub/edgehub/auth"
 )
@@ -52,6 +53,40 @@ func (s *Store) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 		return auth.Tenant{}, fmt.Errorf("read tenant %s: %w", name, err)
 	}
 	return t, s.seen(ctx)
+}
+
+// TenantEntry is one tenant of the admin API's list: its name and when it
+// was created. It holds no secret: a list is for finding a tenant, and
+// its secrets are one GET away.
+type TenantEntry struct {
+	Name    string
+	Created time.Time
+}
+
+// Tenants lists up to limit tenants whose names come after after, in byte
+// order of their names: the tenants the admin API created and has not
+// deleted (dev mode's tenants that no PUT created have no row, as a GET
+// of them is 404).
+func (s *Store) Tenants(ctx context.Context, after string, limit int) ([]TenantEntry, error) {
+	rows, err := s.read.QueryContext(ctx, s.q(`SELECT name, created FROM tenants WHERE name > ? ORDER BY name LIMIT ?`), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	defer rows.Close()
+	var list []TenantEntry
+	for rows.Next() {
+		var e TenantEntry
+		var created int64
+		if err := rows.Scan(&e.Name, &created); err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		e.Created = time.Unix(0, created).UTC()
+		list = append(list, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return list, s.seen(ctx)
 }
 
 // DeleteTenant removes the tenant in one short transaction, whatever it

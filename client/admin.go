@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -34,6 +35,37 @@ func (c *Client) adminCall(method, tenant, route string, body []byte, what strin
 		k.header = http.Header{"Content-Type": {"application/json"}}
 	}
 	return k
+}
+
+// TenantEntry is one tenant of the admin API's list: its name and when it
+// was created, never its secrets (Tenant reads those).
+type TenantEntry struct {
+	Name    string    `json:"tenant"`
+	Created time.Time `json:"created"`
+}
+
+// TenantPage is one answer of the tenant list: tenants in byte order of
+// their names, and the name the next page starts after.
+type TenantPage struct {
+	Tenants   []TenantEntry `json:"tenants"`
+	NextAfter string        `json:"next_after"`
+}
+
+// Tenants reads one page of the tenants the admin API created, named
+// after after, up to limit (0: the server's default, 100). An answer with
+// no tenants is the end.
+func (c *Client) Tenants(ctx context.Context, after string, limit int) (TenantPage, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p TenantPage
+	_, err := c.do(ctx, call{method: http.MethodGet, url: c.url("/v1/admin/tenants", q), bearer: c.AdminKey, admin: true,
+		what: "list the tenants"}, &p)
+	return p, err
 }
 
 // CreateTenant creates the tenant, or returns it as it is if it exists;

@@ -131,6 +131,46 @@ func writeSecrets(w http.ResponseWriter, status int, t auth.Tenant) {
 	writeJSON(w, status, t)
 }
 
+// listTenants answers GET /v1/admin/tenants: a page of the tenants'
+// names, in byte order after ?after=, for a console or an operator to
+// find a tenant without knowing its name. Names only, never secrets.
+func (s *Server) listTenants(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if !s.adminAllowed(w, r, "the admin API needs the admin key as a bearer token") {
+		return
+	}
+	q := r.URL.Query()
+	limit, aerr := limitParam(q)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	after := q.Get("after")
+	if after != "" && !names.Valid(after) {
+		writeError(w, refusal.New(refusal.InvalidName, "after is a tenant name, and tenant names follow the name rules"))
+		return
+	}
+	list, err := s.deps.Tenants.Tenants(r.Context(), after, limit)
+	if err != nil {
+		s.deps.Logger.Error("list tenants", "err", err)
+		writeError(w, refusal.New(refusal.Unavailable, "the tenants could not be listed"))
+		return
+	}
+	type entry struct {
+		Tenant  string    `json:"tenant"`
+		Created time.Time `json:"created"`
+	}
+	page := struct {
+		Tenants   []entry `json:"tenants"`
+		NextAfter string  `json:"next_after"`
+	}{Tenants: make([]entry, 0, len(list)), NextAfter: after}
+	for _, t := range list {
+		page.Tenants = append(page.Tenants, entry{t.Name, t.Created})
+		page.NextAfter = t.Name
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, page)
+}
+
 func (s *Server) putTenant(w http.ResponseWriter, r *http.Request, name string) {
 	t, created, err := s.deps.Tenants.CreateTenant(r.Context(), name)
 	if err != nil {

@@ -69,6 +69,7 @@ type Tenants interface {
 	CreateTenant(ctx context.Context, name string) (auth.Tenant, bool, error)
 	DeleteTenant(ctx context.Context, name string) error
 	Rotate(ctx context.Context, name string) (auth.Tenant, error)
+	Tenants(ctx context.Context, after string, limit int) ([]backlog.TenantEntry, error)
 	auth.Store // the issuers and revoked token ids credential checks read
 	PutIssuer(ctx context.Context, tenant string, iss auth.Issuer) (auth.Issuer, bool, error)
 	DeleteIssuer(ctx context.Context, tenant, name string) error
@@ -209,6 +210,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodGet, "/v1/tenants/:tenant/events", s.tenantRoute(s.tenantEvents))
 	s.streamRoute("/v1/tenants/:tenant/watch", s.tenantRoute(s.tenantWatch))
 	route(http.MethodGet, "/v1/tenants/:tenant/topics", s.tenantRoute(s.topics))
+	route(http.MethodGet, "/v1/admin/tenants", s.listTenants)
 	const adminPath = "/v1/admin/tenants/:tenant"
 	route(http.MethodPut, adminPath, s.adminRoute(s.putTenant))
 	route(http.MethodGet, adminPath, s.adminRoute(s.getTenant))

@@ -25,6 +25,13 @@ func Enabled() bool { return os.Getenv("EDGEHUB_TEST_STORE") == "postgres" }
 // one.
 func Database(t testing.TB) string {
 	t.Helper()
+	return DatabaseWith(t, "")
+}
+
+// DatabaseWith is Database with options for CREATE DATABASE, such as a
+// collation other than the cluster's C: what a store must not depend on.
+func DatabaseWith(t testing.TB, options string) string {
+	t.Helper()
 	base := os.Getenv("EDGEHUB_TEST_POSTGRES")
 	if base == "" && Enabled() {
 		t.Fatal("EDGEHUB_TEST_POSTGRES names no cluster: run the tests with scripts/test, which starts one")
@@ -48,7 +55,7 @@ func Database(t testing.TB) string {
 		t.Fatalf("connect to the test cluster: %v", err)
 	}
 	defer admin.Close(ctx) //nolint:errcheck // an administrative connection
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/edgehub/edgehub/client"
@@ -22,12 +25,46 @@ func (a *adminConn) client() *client.Client {
 }
 
 type tenantCmd struct {
+	List   tenantListCmd   `cmd:"" help:"List the tenants, one a line, by name (no secrets)."`
 	Create tenantCreateCmd `cmd:"" help:"Create a tenant (or show it, if it exists) and print it with its secrets."`
 	Get    tenantGetCmd    `cmd:"" help:"Print a tenant with its secrets."`
 	Rotate tenantRotateCmd `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
 	Delete tenantDeleteCmd `cmd:"" help:"Delete a tenant with all its data and end its streams."`
 	Usage  tenantUsageCmd  `cmd:"" help:"Print what a tenant holds (stored bytes, topics, events, open streams) beside each limit."`
 	Issuer issuerCmd       `cmd:"" help:"Register, list or delete the token issuers a tenant trusts (an identity provider, an app that signs its own tokens)."`
+}
+
+type tenantListCmd struct {
+	adminConn
+	After string `placeholder:"NAME" help:"Start after this tenant name."`
+	All   bool   `help:"Follow the pages to the last tenant, not only the first 100."`
+}
+
+// Run prints one tenant a line, {"tenant", "created"}.
+func (t *tenantListCmd) Run() error {
+	ctx, stop := signalled()
+	defer stop()
+	out := bufio.NewWriter(os.Stdout)
+	c := t.client()
+	after := t.After
+	for {
+		page, err := c.Tenants(ctx, after, 0)
+		if err != nil {
+			return err
+		}
+		for _, e := range page.Tenants {
+			b, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			out.Write(append(b, '\n')) //nolint:errcheck // the flush reports it
+		}
+		if !t.All || len(page.Tenants) == 0 {
+			break
+		}
+		after = page.NextAfter
+	}
+	return out.Flush()
 }
 
 // tenantArg is what every tenant command takes.

@@ -11,6 +11,7 @@
 const KEY_STORE = 'edgehub.console.adminKey';
 const TOKEN_TTL = '5m';
 const TOKEN_USE_MS = 4 * 60 * 1000; // a token older than this is minted anew
+const TENANTS_SHOWN = 1000; // the tenant picker's length; type a name for the others
 const BACKLOG = 50; // tenant positions shown from before the page opened the stream
 const MAX_ROWS = 500;
 const TOPIC_PAGE = 100; // topics per page of the list
@@ -127,6 +128,33 @@ async function authorized(url, opts = {}) {
   return r;
 }
 
+// listTenants fills the tenant picker from the admin API's list, up to
+// TENANTS_SHOWN names, when the page has the admin key: outside dev mode
+// always; in dev mode the page asks for none, and every tenant exists,
+// so the picker stays hidden.
+async function listTenants() {
+  const pick = $('tenants');
+  $('tenants-pick').hidden = true;
+  if (state.mode === 'dev' && !state.key) return;
+  const names = [];
+  let after = '';
+  while (names.length < TENANTS_SHOWN) {
+    const q = new URLSearchParams({ limit: '100' });
+    if (after) q.set('after', after);
+    const r = await call(`v1/admin/tenants?${q}`, { headers: adminHeaders() });
+    if (r.status !== 200) {
+      if (state.mode !== 'dev') show('tenant-error', 'The tenants could not be listed: ' + describe(r));
+      break;
+    }
+    if (r.data.tenants.length === 0) break;
+    names.push(...r.data.tenants.map((t) => t.tenant));
+    after = r.data.next_after;
+  }
+  const head = names.length >= TENANTS_SHOWN ? `the first ${names.length} tenants…` : `${names.length} tenant${names.length === 1 ? '' : 's'}…`;
+  pick.replaceChildren(new Option(head, ''), ...names.map((n) => new Option(n, n)));
+  $('tenants-pick').hidden = false;
+}
+
 function enter(mode) {
   state.mode = mode;
   $('mode').textContent = mode === 'dev' ? 'dev mode' : 'admin key';
@@ -135,6 +163,7 @@ function enter(mode) {
   $('forget').hidden = mode === 'dev';
   if ($('tenant').value.trim()) openTenant(state.autoWatch);
   state.autoWatch = false;
+  listTenants();
 }
 
 function needKey(message) {
@@ -671,6 +700,11 @@ async function init() {
   $('watch-form').addEventListener('submit', (e) => {
     e.preventDefault();
     watch();
+  });
+  $('tenants').addEventListener('change', () => {
+    if (!$('tenants').value) return;
+    $('tenant').value = $('tenants').value;
+    openTenant(false);
   });
   $('stop').addEventListener('click', stop);
   $('pattern').addEventListener('input', renderSelection);

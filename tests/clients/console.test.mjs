@@ -419,6 +419,7 @@ test('console: with an admin key, the page asks for it and shows refusals in pla
   try {
     const admin = { Authorization: 'Bearer ' + key };
     assert.equal((await fetch(`${hub.base}/v1/admin/tenants/acme`, { method: 'PUT', headers: admin })).status, 201);
+    assert.equal((await fetch(`${hub.base}/v1/admin/tenants/Beta`, { method: 'PUT', headers: admin })).status, 201);
     const res = await fetch(`${hub.base}/v1/admin/tenants/acme/tokens`, {
       method: 'POST', headers: admin, body: JSON.stringify({ publish: ['*'], subscribe: ['*'], ttl: '10m' }),
     });
@@ -441,6 +442,15 @@ test('console: with an admin key, the page asks for it and shows refusals in pla
     // The topic list, read with a token the page minted.
     await listed(p, ['orders', 'users']);
     assert.equal(await p.evaluate(() => sessionStorage.getItem('edgehub.console.adminKey')), key);
+    // The tenants, from the admin API's list, in byte order.
+    await p.waitForFunction(() => document.querySelectorAll('#tenants option').length === 3, null, { timeout });
+    assert.deepEqual(await p.$$eval('#tenants option', (os) => os.map((o) => o.textContent)), ['2 tenants…', 'Beta', 'acme']);
+    assert.equal(await p.isVisible('#tenants'), true);
+    await p.selectOption('#tenants', 'Beta');
+    await waitText(p, 'topics-count', '(0)');
+    assert.equal(await p.inputValue('#tenant'), 'Beta');
+    await p.selectOption('#tenants', 'acme');
+    await listed(p, ['orders', 'users']);
     assert.equal(await p.evaluate(() => localStorage.length), 0, 'the key is kept for the tab only');
 
     // Both topics, one stream.
