@@ -134,6 +134,14 @@ func decodeStrictly(out []byte) ([]runtime.Object, error) {
 		if obj.GetObjectKind().GroupVersionKind() != *gvk {
 			return nil, fmt.Errorf("decoded %v as %v", gvk, obj.GetObjectKind().GroupVersionKind())
 		}
+		// client-go still knows APIs that clusters no longer serve
+		// (extensions/v1beta1 Deployments): a type with a deprecation
+		// release is a beta or a replaced API, never what a chart should
+		// render.
+		if d, ok := obj.(interface{ APILifecycleDeprecated() (int, int) }); ok {
+			major, minor := d.APILifecycleDeprecated()
+			return nil, fmt.Errorf("%v is deprecated since Kubernetes %d.%d", gvk, major, minor)
+		}
 		objects = append(objects, obj)
 	}
 	if len(objects) == 0 {
@@ -233,6 +241,8 @@ func TestStrictDecodingRefusesUnknownFieldsAndKinds(t *testing.T) {
 		"unknown field": "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: [{port: 80}], selecter: {a: b}}\n",
 		"unknown kind":  "apiVersion: v1\nkind: Servise\nmetadata: {name: x}\n",
 		"unknown group": "apiVersion: apps/v2\nkind: Deployment\nmetadata: {name: x}\n",
+		"removed API":   "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: x}\n",
+		"deprecated":    "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: x}\n",
 		"wrong type":    "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {ports: [{port: eighty}]}\n",
 		"duplicate key": "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {type: ClusterIP, type: NodePort}\n",
 	} {
