@@ -507,6 +507,9 @@ func TestAdminKeyComesFromASecret(t *testing.T) {
 			case c.value != "" && c.value != "*" && string(made.Data[c.key]) != c.value:
 				t.Errorf("Secret %s holds %q, want %q", c.secret, made.Data[c.key], c.value)
 			}
+			if made != nil && len(made.Data[c.key]) > 0 && strings.Contains(string(podYAML), string(made.Data[c.key])) {
+				t.Error("the pod template holds the Secret's key")
+			}
 		})
 	}
 }
