@@ -105,7 +105,7 @@ type Config struct {
 	MaxReadBytes int64 `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages, live queues) held in memory at once; more are 429 or wait. 0: no bound."`
 	// MaxSpoolBytes bounds the read answers kept on disk for clients that
 	// are still reading them.
-	MaxSpoolBytes int64 `default:"1073741824" env:"EDGEHUB_MAX_SPOOL_BYTES" help:"Bytes of read answers (events, state, snapshots) kept on disk, in unlinked files of the data directory, for clients still reading them; more are 429. 0: no bound."`
+	MaxSpoolBytes int64 `default:"1073741824" env:"EDGEHUB_MAX_SPOOL_BYTES" help:"Bytes of read answers (events, state, snapshots) kept on disk, in unlinked files of the data directory (on PostgreSQL, of $TMPDIR), for clients still reading them; more are 429. 0: no bound."`
 	// TLSCert and TLSKey are PEM files; with them the server speaks TLS,
 	// and so HTTP/2, which lets one browser page hold more than the six
 	// streams per host that HTTP/1.1 allows it.
