@@ -75,6 +75,17 @@ const rows = (p) => p.evaluate(() => [...document.querySelectorAll('#events tr')
   return cells;
 }));
 
+// withHub runs fn with a hub of its own, started, and closes the hub
+// after, whatever fn did.
+async function withHub(hub, fn) {
+  await hub.start();
+  try {
+    await fn(hub);
+  } finally {
+    await hub.close();
+  }
+}
+
 // row waits for the events table's row of tenant position pos.
 async function row(p, pos) {
   await p.waitForSelector(`#events tr[data-pos="${pos}"]`, { state: 'attached', timeout });
@@ -91,9 +102,7 @@ async function listed(p, names) {
 }
 
 test('console: the topic list, a click watches one topic, the chart, and publishing', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     await post(hub, 'orders', { order: 1 });
     await post(hub, 'users', { user: 1 });
     await post(hub, 'orders', { order: 2 });
@@ -145,15 +154,11 @@ test('console: the topic list, a click watches one topic, the chart, and publish
     await p.screenshot({ path: screenshotPath(), fullPage: true });
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: several topics and a pattern through one tenant stream, each row with its topic and position', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     for (const t of ['a', 'b', 'c-1', 'd', 'c-2', 'a']) await post(hub, t, { t });
     const p = await open(hub, 'tenant=acme');
     await listed(p, ['a', 'b', 'c-1', 'c-2', 'd']);
@@ -188,15 +193,11 @@ test('console: several topics and a pattern through one tenant stream, each row 
     assert.equal(p.streams.length, 1);
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: stream counts are right from the first frame', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     for (let i = 1; i <= 3; i++) await post(hub, 'orders', { i });
     // Every value the streams count shows is recorded, from the first.
     const init = () => {
@@ -241,15 +242,11 @@ test('console: stream counts are right from the first frame', async () => {
     assert.deepEqual((await rows(p)).map((r) => [r.kind, r.pos]), [['event', '5'], ['event', '4'], ['hello', '3']]);
     assert.deepEqual(p.problems.filter((m) => !m.includes('ERR_')), []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: the topic list pages on with More until an empty answer', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     const names = Array.from({ length: 103 }, (_, i) => `t${String(i).padStart(3, '0')}`);
     await Promise.all(names.map((n) => post(hub, n, { n })));
     const p = await open(hub, 'tenant=acme');
@@ -262,15 +259,11 @@ test('console: the topic list pages on with More until an empty answer', async (
     assert.equal(await p.isDisabled('#topics-more'), true);
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: a gap is shown and counted', async () => {
-  const hub = new Hub(['--retention-events', '2']);
-  await hub.start();
-  try {
+  await withHub(new Hub(['--retention-events', '2']), async (hub) => {
     for (let i = 1; i <= 5; i++) await post(hub, 'orders', { i });
     await hub.waitTrimmed('orders');
     const p = await open(hub, 'tenant=acme&topic=orders');
@@ -287,15 +280,11 @@ test('console: a gap is shown and counted', async () => {
     assert.deepEqual(await counts(p), { 'count-events': '2', 'count-gaps': '1', 'count-hellos': '1', position: '5', head: '5' });
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: heartbeats are counted and change nothing else', async () => {
-  const hub = new Hub(['--heartbeat', '200ms']);
-  await hub.start();
-  try {
+  await withHub(new Hub(['--heartbeat', '200ms']), async (hub) => {
     await post(hub, 'orders', { n: 1 });
     const p = await open(hub, 'tenant=acme&topic=orders');
     await live(p);
@@ -305,15 +294,11 @@ test('console: heartbeats are counted and change nothing else', async () => {
     assert.deepEqual((await rows(p)).map((r) => r.kind), ['event', 'hello']);
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: the time column shows the date and the time in UTC', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     await post(hub, 'orders', { n: 1 });
     // The browser's own zone is not UTC, so a local time would differ.
     const ctx = await browser.newContext({ timezoneId: 'Pacific/Kiritimati' });
@@ -329,15 +314,11 @@ test('console: the time column shows the date and the time in UTC', async () => 
     assert.equal(cells.time, new Date(event.time).toISOString().slice(0, 23).replace('T', ' '));
     assert.equal(cells.time.slice(0, 10), event.time.slice(0, 10));
     await ctx.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: an error shows without moving the events table', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     await post(hub, 'orders', { n: 1 });
     const p = await open(hub, 'tenant=acme&topic=orders');
     await live(p);
@@ -379,15 +360,11 @@ test('console: an error shows without moving the events table', async () => {
     assert.equal(await text(p, 'error'), '');
     assert.equal((await box()).y, at.y);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: event data is shown as text', async () => {
-  const hub = new Hub();
-  await hub.start();
-  try {
+  await withHub(new Hub(), async (hub) => {
     const p = await open(hub, 'tenant=acme&topic=xss');
     await live(p);
     const markup = {
@@ -407,16 +384,12 @@ test('console: event data is shown as text', async () => {
     assert.equal(cells.data, JSON.stringify(markup));
     assert.deepEqual(p.problems, []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
 
 test('console: with an admin key, the page asks for it and shows refusals in place', async () => {
   const key = 'console-test-admin-key-0123456789abcdef';
-  const hub = new Hub(['--admin-key', key], { dev: false });
-  await hub.start();
-  try {
+  await withHub(new Hub(['--admin-key', key], { dev: false }), async (hub) => {
     const admin = { Authorization: 'Bearer ' + key };
     assert.equal((await fetch(`${hub.base}/v1/admin/tenants/acme`, { method: 'PUT', headers: admin })).status, 201);
     assert.equal((await fetch(`${hub.base}/v1/admin/tenants/Beta`, { method: 'PUT', headers: admin })).status, 201);
@@ -495,7 +468,5 @@ test('console: with an admin key, the page asks for it and shows refusals in pla
 
     assert.deepEqual(p.problems.filter((m) => !/40[134]/.test(m)), []);
     await p.close();
-  } finally {
-    await hub.close();
-  }
+  });
 });
