@@ -182,6 +182,19 @@ func ptrValue(p *int32) int32 {
 	return *p
 }
 
+// fromSecret checks that the container's variable name comes from key of
+// secret through a secretKeyRef, never from a value in the pod template.
+func fromSecret(t *testing.T, ct corev1.Container, name, secret, key string) {
+	t.Helper()
+	v, ok := env(ct, name)
+	if !ok || v.Value != "" || v.ValueFrom == nil || v.ValueFrom.SecretKeyRef == nil {
+		t.Fatalf("%s is %+v, want it from a secretKeyRef", name, v)
+	}
+	if ref := v.ValueFrom.SecretKeyRef; ref.Name != secret || ref.Key != key {
+		t.Errorf("%s from %s/%s, want %s/%s", name, ref.Name, ref.Key, secret, key)
+	}
+}
+
 func container(t *testing.T, pod corev1.PodTemplateSpec) corev1.Container {
 	t.Helper()
 	if len(pod.Spec.Containers) != 1 {
@@ -418,13 +431,7 @@ func TestPostgresModeRunsReplicasOnAURLFromASecret(t *testing.T) {
 				t.Fatalf("%s of %d replicas, want a Deployment of %d", kind, replicas, c.replicas)
 			}
 			ct := container(t, pod)
-			store, ok := env(ct, "EDGEHUB_STORE")
-			if !ok || store.Value != "" || store.ValueFrom == nil || store.ValueFrom.SecretKeyRef == nil {
-				t.Fatalf("EDGEHUB_STORE is %+v, want it from a secretKeyRef", store)
-			}
-			if ref := store.ValueFrom.SecretKeyRef; ref.Name != c.secret || ref.Key != c.key {
-				t.Errorf("EDGEHUB_STORE from %s/%s, want %s/%s", ref.Name, ref.Key, c.secret, c.key)
-			}
+			fromSecret(t, ct, "EDGEHUB_STORE", c.secret, c.key)
 			if _, ok := env(ct, "EDGEHUB_DATA"); ok {
 				t.Error("EDGEHUB_DATA is set on PostgreSQL")
 			}
@@ -472,13 +479,7 @@ func TestAdminKeyComesFromASecret(t *testing.T) {
 			objects := render(t, c.set...)
 			_, _, pod := workload(t, objects)
 			ct := container(t, pod)
-			key, ok := env(ct, "EDGEHUB_ADMIN_KEY")
-			if !ok || key.Value != "" || key.ValueFrom == nil || key.ValueFrom.SecretKeyRef == nil {
-				t.Fatalf("EDGEHUB_ADMIN_KEY is %+v, want it from a secretKeyRef", key)
-			}
-			if ref := key.ValueFrom.SecretKeyRef; ref.Name != c.secret || ref.Key != c.key {
-				t.Errorf("EDGEHUB_ADMIN_KEY from %s/%s, want %s/%s", ref.Name, ref.Key, c.secret, c.key)
-			}
+			fromSecret(t, ct, "EDGEHUB_ADMIN_KEY", c.secret, c.key)
 			for _, a := range append(append([]string{}, ct.Command...), ct.Args...) {
 				if strings.Contains(a, "admin-key") {
 					t.Errorf("the command line holds %q", a)
