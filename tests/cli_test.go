@@ -255,11 +255,14 @@ func TestCLIEventsAllToAFile(t *testing.T) {
 	watch := exec.Command("script", "-qec", binary+" watch acme/x --after 0 --json --server "+p.base+" > "+path, "/dev/null")
 	terminal := &lockedBuffer{}
 	watch.Stdout, watch.Stderr = terminal, terminal
+	// A group of its own: killing script alone would leave its shell and
+	// the watch under it running after the test.
+	watch.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		watch.Process.Kill()
+		syscall.Kill(-watch.Process.Pid, syscall.SIGKILL)
 		watch.Wait()
 	}()
 	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) { // a poll of the file and the terminal
