@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/edgehub/edgehub/client"
@@ -44,27 +41,11 @@ type tenantListCmd struct {
 func (t *tenantListCmd) Run() error {
 	ctx, stop := signalled()
 	defer stop()
-	out := bufio.NewWriter(os.Stdout)
 	c := t.client()
-	after := t.After
-	for {
-		page, err := c.Tenants(ctx, after, 0)
-		if err != nil {
-			return err
-		}
-		for _, e := range page.Tenants {
-			b, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			out.Write(append(b, '\n')) //nolint:errcheck // the flush reports it
-		}
-		if !t.All || len(page.Tenants) == 0 {
-			break
-		}
-		after = page.NextAfter
-	}
-	return out.Flush()
+	return printPages(t.After, t.All, func(after string) ([]client.TenantEntry, string, error) {
+		p, err := c.Tenants(ctx, after, 0)
+		return p.Tenants, p.NextAfter, err
+	})
 }
 
 // tenantArg is what every tenant command takes.

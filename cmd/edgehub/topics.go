@@ -374,25 +374,33 @@ type topicsCmd struct {
 func (t *topicsCmd) Run() error {
 	ctx, stop := signalled()
 	defer stop()
-	out := bufio.NewWriter(os.Stdout)
 	c := t.client()
-	after := ""
+	return printPages("", t.All, func(after string) ([]client.Topic, string, error) {
+		p, err := c.Topics(ctx, t.Tenant, t.Pattern, after, 0)
+		return p.Topics, p.NextAfter, err
+	})
+}
+
+// printPages prints a paged list one JSON line an item: the page after
+// after, or with all every page, until one is empty or does not move on.
+func printPages[T any](after string, all bool, page func(after string) ([]T, string, error)) error {
+	out := bufio.NewWriter(os.Stdout)
 	for {
-		page, err := c.Topics(ctx, t.Tenant, t.Pattern, after, 0)
+		items, next, err := page(after)
 		if err != nil {
 			return err
 		}
-		for _, tp := range page.Topics {
-			b, err := json.Marshal(tp)
+		for _, it := range items {
+			b, err := json.Marshal(it)
 			if err != nil {
 				return err
 			}
 			out.Write(append(b, '\n')) //nolint:errcheck // the flush reports it
 		}
-		if !t.All || len(page.Topics) == 0 || page.NextAfter == after {
+		if !all || len(items) == 0 || next == after {
 			break
 		}
-		after = page.NextAfter
+		after = next
 	}
 	return out.Flush()
 }
