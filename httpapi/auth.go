@@ -64,6 +64,18 @@ type Access struct {
 	Token  auth.Token
 }
 
+// EndsAt is when a stream opened with a's token must end: when the token
+// stops being accepted, its exp plus the leeway, so that a token still
+// accepted opens a stream that lives until then and an expired one is
+// refused, never opened and closed at once; zero for a token without
+// exp (and in dev mode).
+func (a Access) EndsAt() time.Time {
+	if a.Token.Expires.IsZero() {
+		return time.Time{}
+	}
+	return a.Token.Expires.Add(auth.Leeway)
+}
+
 // stillThere checks, outside dev mode, that the tenant authorized at the
 // start of the request was neither deleted nor rotated while the request
 // was being served (its generation would differ), and that the token was

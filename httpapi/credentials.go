@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
@@ -43,11 +44,16 @@ func (s *Server) holdCredential(tenant string, tok auth.Token, end func()) (forg
 	}
 }
 
-// holding holds a's credential for a stream that end ends, and returns
-// its release, which lets go of it too.
-func (s *Server) holding(a Access, end, release func()) func() {
-	forget := s.holdCredential(a.Tenant.Name, a.Token, end)
-	return func() { forget(); release() }
+// holding holds a's credential for a stream, which revoked ends when a
+// revocation names it and expired when its token stops being accepted
+// (Access.EndsAt), and returns its release, which lets go of both.
+func (s *Server) holding(a Access, revoked, expired, release func()) func() {
+	forget := s.holdCredential(a.Tenant.Name, a.Token, revoked)
+	stop := func() bool { return false }
+	if at := a.EndsAt(); !at.IsZero() {
+		stop = time.AfterFunc(time.Until(at), expired).Stop
+	}
+	return func() { stop(); forget(); release() }
 }
 
 // Revoked ends the tenant's streams opened with what a revocation names

@@ -164,9 +164,10 @@ func (g *Gate) StillThere(r *http.Request, a Access, topic string) *refusal.Erro
 }
 
 // HoldCredential keeps, while a stream is open, what its token can be
-// revoked by; a revocation calls end. forget lets go.
+// revoked by: a revocation calls end, and so does the moment the token
+// stops being accepted (Access.EndsAt). forget lets go.
 func (g *Gate) HoldCredential(a Access, end func()) (forget func()) {
-	return g.s.holdCredential(a.Tenant.Name, a.Token, end)
+	return g.s.holding(a, end, end, func() {})
 }
 
 // Heartbeat is the silence after which a stream gets a comment line.

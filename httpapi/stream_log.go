@@ -17,7 +17,7 @@ const (
 	endClientLeft   = "client_left"   // the client closed the connection or sent more than its request
 	endShutdown     = "shutdown"      // the server ended its streams to stop
 	endRevoked      = "revoked"       // its token, or its token's issuer, was revoked
-	endExpired      = "expired"       // its token expired (a Mercure subscriber's)
+	endExpired      = "expired"       // its token stopped being accepted (exp plus the leeway)
 	endHub          = "ended"         // its hub ended it: tenant deleted or rotated, topic deleted
 	endWriteTimeout = "write_timeout" // the client read nothing for --write-timeout
 	endWriteFailed  = "write_failed"  // a write failed otherwise (the connection was reset)

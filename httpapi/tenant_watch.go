@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/refusal"
@@ -31,7 +30,7 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	from.Snapshot = false // a tenant stream has none
-	s.serveTenant(w, r, ten, sel, from, nil, time.Time{})
+	s.serveTenant(w, r, ten, sel, from, nil)
 }
 
 // Selection is a tenant stream's selection as the hub and the topic list
@@ -60,14 +59,14 @@ type TenantFrames interface {
 // ServeTenantStream serves a protocol's tenant stream for a, whose
 // credentials were checked: it registers with the tenant's hub at from
 // before its first byte, holds one place under the stream limits, writes
-// frames (the native ones if nil), and ends at endAt unless it is zero
-// (a token's expiry).
-func (g *Gate) ServeTenantStream(w http.ResponseWriter, r *http.Request, a Access, sel Selection, from hub.From, frames TenantFrames, endAt time.Time) {
-	g.s.serveTenant(w, r, a, sel, from, frames, endAt)
+// frames (the native ones if nil), and ends when a's token stops being
+// accepted (Access.EndsAt).
+func (g *Gate) ServeTenantStream(w http.ResponseWriter, r *http.Request, a Access, sel Selection, from hub.From, frames TenantFrames) {
+	g.s.serveTenant(w, r, a, sel, from, frames)
 }
 
 // serveTenant registers a tenant stream and writes it (ServeTenantStream).
-func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access, sel Selection, from hub.From, frames TenantFrames, endAt time.Time) {
+func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access, sel Selection, from hub.From, frames TenantFrames) {
 	tenant := ten.Tenant.Name
 	release, refused := s.deps.Limits.OpenStream(tenant)
 	if refused != nil {
@@ -95,15 +94,7 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 	// has had its hubs stopped, and this stream may sit on a new one; a
 	// revocation since then is seen, or sees the credential held.
 	cause := &endCause{}
-	release = s.holding(ten, cause.ending(endRevoked, sub.End), release)
-	if !endAt.IsZero() {
-		expiry := time.AfterFunc(time.Until(endAt), cause.ending(endExpired, sub.End))
-		held := release
-		release = func() {
-			expiry.Stop()
-			held()
-		}
-	}
+	release = s.holding(ten, cause.ending(endRevoked, sub.End), cause.ending(endExpired, sub.End), release)
 	if aerr := s.stillThere(r, ten, ""); aerr != nil {
 		sub.Close()
 		release()

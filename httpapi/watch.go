@@ -121,7 +121,7 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topi
 	// it. A revocation, stored first too, either finds the credential
 	// held or is seen here.
 	cause := &endCause{}
-	release = s.holding(ten, cause.ending(endRevoked, sub.End), release)
+	release = s.holding(ten, cause.ending(endRevoked, sub.End), cause.ending(endExpired, sub.End), release)
 	if aerr := s.stillThere(r, ten, topic); aerr != nil {
 		sub.Close()
 		writeError(w, aerr)

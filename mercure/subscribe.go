@@ -52,7 +52,7 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 			return p.opened(r, accessOf{tenant: tenant, generation: a.Tenant.Generation}, sel, a.Token.Payloads)
 		}
 	}
-	p.g.ServeTenantStream(w, r, a, sel, from, f, a.Token.Expires)
+	p.g.ServeTenantStream(w, r, a, sel, from, f)
 }
 
 // resume is where a subscription starts: after the update whose id the
