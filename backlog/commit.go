@@ -142,6 +142,8 @@ type statements struct {
 	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
 	getProducer, putProducer, dropProducers                           stmt
 	trimAll, dropState, setTrimmed, forkEvents                        stmt
+	// Presence's (presence.go).
+	countPresence, putPresence, dropPresence stmt
 }
 
 type statementSQL struct {
@@ -150,19 +152,19 @@ type statementSQL struct {
 }
 
 func (st *statements) list() []statementSQL {
-	return append(st.streamList(), []statementSQL{
+	return append(append(st.streamList(), st.presenceList()...), []statementSQL{
 		{&st.insert, `INSERT INTO events (topic_id, seq, type, time, key, op, data, raw, tenant_key, pos, attrs, update_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&st.insertSegment, `INSERT INTO events (topic_id, seq, n, type, time, key, op, data, raw, weight, tenant_key, pos)
 			VALUES (?, ?, ?, '', ?, '', '', ?, ?, ?, ?, ?)`},
-		{&st.getIdem, `SELECT hash, first, last, batch FROM idempotency WHERE topic_id = ? AND key = ?`},
-		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created FROM webhook_keys WHERE tenant = ? AND key = ?`},
+		{&st.getIdem, `SELECT hash, first, last, batch, coalesce(pos, 0) FROM idempotency WHERE topic_id = ? AND key = ?`},
+		{&st.putIdem, `INSERT INTO idempotency (topic_id, key, hash, first, last, batch, created, pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&st.getWebhook, `SELECT tenant_id, topic, hash, first, last, batch, created, coalesce(pos, 0) FROM webhook_keys WHERE tenant = ? AND key = ?`},
 		{&st.deletedSince, `SELECT count(*) FROM doomed_tenants WHERE name = ? AND id = ? AND deleted >= ?`},
-		{&st.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
+		{&st.putWebhook, `INSERT INTO webhook_keys (tenant, key, tenant_id, topic, hash, first, last, batch, created, pos)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
 			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
-			batch = excluded.batch, created = excluded.created`},
+			batch = excluded.batch, created = excluded.created, pos = excluded.pos`},
 		{&st.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
 		{&st.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
 		// oldest is NULL exactly when no event is retained; the first one
@@ -391,7 +393,7 @@ func (a *commitTx) repeat(req *Publish, ten *tenantState, t *topicState) (*Resul
 		var topic string
 		var created int64
 		err = a.getWebhook.QueryRowContext(a.ctx, req.Tenant, req.IdemKey).
-			Scan(&tenantID, &topic, &hash, &r.First, &r.Last, &r.Batch, &created)
+			Scan(&tenantID, &topic, &hash, &r.First, &r.Last, &r.Batch, &created, &r.Pos)
 		if err == nil && tenantID != ten.id {
 			return nil, nil
 		}
@@ -413,7 +415,7 @@ func (a *commitTx) repeat(req *Publish, ten *tenantState, t *topicState) (*Resul
 		if t == nil {
 			return nil, nil
 		}
-		err = a.getIdem.QueryRowContext(a.ctx, t.id, req.IdemKey).Scan(&hash, &r.First, &r.Last, &r.Batch)
+		err = a.getIdem.QueryRowContext(a.ctx, t.id, req.IdemKey).Scan(&hash, &r.First, &r.Last, &r.Batch, &r.Pos)
 	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -432,9 +434,9 @@ func (a *commitTx) remember(req *Publish, ten *tenantState, t *topicState, r *Re
 	var err error
 	if req.TenantWideKey {
 		_, err = a.putWebhook.ExecContext(a.ctx, req.Tenant, req.IdemKey, ten.id, req.Topic, req.IdemHash,
-			r.First, r.Last, req.Batch, nanos)
+			r.First, r.Last, req.Batch, nanos, r.Pos)
 	} else {
-		_, err = a.putIdem.ExecContext(a.ctx, t.id, req.IdemKey, req.IdemHash, r.First, r.Last, req.Batch, nanos)
+		_, err = a.putIdem.ExecContext(a.ctx, t.id, req.IdemKey, req.IdemHash, r.First, r.Last, req.Batch, nanos, r.Pos)
 	}
 	if err != nil {
 		return fmt.Errorf("remember idempotency key: %w", err)
@@ -479,6 +481,14 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	if req.Stream != nil {
 		var r *Result
 		if sx, r, err = a.streamBegin(req, ten, t, now); err != nil || r != nil {
+			if r == nil {
+				return Result{}, err
+			}
+			return *r, nil
+		}
+	}
+	if req.Presence != nil {
+		if r, err := a.presenceCheck(req); err != nil || r != nil {
 			if r == nil {
 				return Result{}, err
 			}
@@ -553,6 +563,9 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		}
 	}
 	r.Last = t.head
+	if len(r.Events) > 0 {
+		r.Pos = r.Events[0].Pos
+	}
 	if sx != nil {
 		if err := a.finish(sx, t, &r, now); err != nil {
 			return Result{}, err
@@ -560,6 +573,11 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	}
 	if req.IdemKey != "" {
 		if err := a.remember(req, ten, t, &r, nanos); err != nil {
+			return Result{}, err
+		}
+	}
+	if req.Presence != nil {
+		if err := a.presenceApply(req); err != nil {
 			return Result{}, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/edgehub/edgehub/event"
 )
@@ -46,16 +47,23 @@ type Publish struct {
 	// Stream, if set, makes the request a Durable Streams operation,
 	// checked and applied in the same transaction (streams.go).
 	Stream *StreamOp
+	// Presence, if set, adds or removes a subscriber's presence rows in
+	// the transaction that appends their announcement (presence.go).
+	Presence *PresenceOp
 }
 
 // Result is what one Publish came to. A duplicate carries the original
 // range and no events; Err is ErrKeyReused, ErrNoTenant, ErrQuota or nil.
 type Result struct {
 	First, Last int64
-	Batch       bool
-	Duplicate   bool
-	Events      []event.Event
-	Err         error
+	// Pos is the tenant position of the first event: a duplicate's is the
+	// original's, which its key remembers (0 for a key remembered before
+	// positions were).
+	Pos       int64
+	Batch     bool
+	Duplicate bool
+	Events    []event.Event
+	Err       error
 	// Stream is a StreamOp's outcome.
 	Stream *StreamResult
 }
@@ -116,6 +124,15 @@ type Log interface {
 	TenantHead(ctx context.Context, tenant string) (int64, error)
 	// Usage is what the tenant holds against its quotas.
 	Usage(ctx context.Context, tenant string) (Usage, error)
+	// Presence reads the tenant's presence rows under an id prefix with
+	// its head, in one snapshot (Store.Presence).
+	Presence(ctx context.Context, tenant, prefix string, limit int) (PresencePage, error)
+	// RenewLease and DropLease keep and give up a process's lease on its
+	// presence rows; Orphans lists the rows of owners without one
+	// (presence.go).
+	RenewLease(ctx context.Context, owner string, until time.Time) error
+	DropLease(ctx context.Context, owner string) error
+	Orphans(ctx context.Context, now time.Time, limit int) ([]Orphan, error)
 	// Ping tells whether the log is open and answering.
 	Ping(ctx context.Context) error
 	Close() error

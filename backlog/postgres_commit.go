@@ -92,13 +92,14 @@ func (st *statements) pgTouches() map[*stmt]pgTouch {
 		&st.getStream: r("streams", 0), &st.putStream: w("streams", 0), &st.setStream: w("streams", 0),
 		&st.dropStream: w("streams", 0), &st.softDelete: w("streams", 0), &st.addForks: w("streams", 0),
 		&st.getProducer: r("producers", 0), &st.putProducer: w("producers", 0), &st.dropProducers: w("producers", 0),
+		&st.countPresence: r("presence", 0), &st.putPresence: w("presence", 0), &st.dropPresence: w("presence", 0),
 	}
 }
 
 // Reads that only round trip 1 makes: the logic asks for these by topic
 // id, which is not known before it, so they name the topic.
 const (
-	idemByName = `SELECT i.hash, i.first, i.last, i.batch FROM topics t JOIN idempotency i ON i.topic_id = t.id
+	idemByName = `SELECT i.hash, i.first, i.last, i.batch, coalesce(i.pos, 0) FROM topics t JOIN idempotency i ON i.topic_id = t.id
 		WHERE t.tenant = $1 AND t.topic = $2 AND i.key = $3`
 	keySizeByName = `SELECT length(s.key) + length(s.data) FROM topics t JOIN state s ON s.topic_id = t.id
 		WHERE t.tenant = $1 AND t.topic = $2 AND s.key = $3`

@@ -270,6 +270,14 @@ func (s *Store) purgeTopicsIn(ctx context.Context, tx *sql.Tx, ids []int64) (int
 			WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to).Scan(&bytes, &n); err != nil {
 			return 0, 0, fmt.Errorf("measure purge of topic %d %d..%d: %w", id, purged+1, to, err)
 		}
+		// The ids of the Mercure updates that go stay resolvable
+		// (UpdatePosition) for a while: a subscriber that resumes after
+		// one is told of what it lost, instead of starting live.
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO trimmed_updates (update_id, topic_id, pos, created)
+			SELECT update_id, topic_id, min(pos), ? FROM events WHERE topic_id = ? AND seq > ? AND seq <= ? AND update_id IS NOT NULL
+			GROUP BY update_id, topic_id ON CONFLICT DO NOTHING`), s.now().UnixNano(), id, purged, to); err != nil {
+			return 0, 0, fmt.Errorf("keep the update ids of topic %d %d..%d: %w", id, purged+1, to, err)
+		}
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM events WHERE topic_id = ? AND seq > ? AND seq <= ?`), id, purged, to); err != nil {
 			return 0, 0, fmt.Errorf("purge topic %d %d..%d: %w", id, purged+1, to, err)
 		}
@@ -286,6 +294,30 @@ func (s *Store) purgeTopicsIn(ctx context.Context, tx *sql.Tx, ids []int64) (int
 		done++
 	}
 	return deleted, done, nil
+}
+
+// ForgetTrimmedUpdates forgets the ids of Mercure updates that retention
+// removed more than age ago, keyChunk at a time; a subscriber resuming
+// after one of them later starts live, as after an id the hub never gave.
+// It returns how many it forgot.
+func (s *Store) ForgetTrimmedUpdates(ctx context.Context, age time.Duration) (int64, error) {
+	before := s.now().Add(-age).UnixNano()
+	var forgot int64
+	for {
+		res, err := s.exec(ctx, `DELETE FROM trimmed_updates WHERE (update_id, topic_id) IN
+			(SELECT update_id, topic_id FROM trimmed_updates WHERE created < ?1 LIMIT ?2)`, before, keyChunk)
+		if err != nil {
+			return forgot, fmt.Errorf("forget trimmed update ids: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return forgot, fmt.Errorf("count forgotten update ids: %w", err)
+		}
+		forgot += n
+		if n < keyChunk {
+			return forgot, nil
+		}
+	}
 }
 
 // ExpireKeys forgets idempotency keys and webhook ids older than ttl, at

@@ -484,19 +484,21 @@ const (
 
 // UpdatePosition is the tenant position of the earliest event whose Mercure
 // update its publisher gave the id, so that a subscriber resuming after
-// that id resumes there; found is false when no retained event has it
-// (ids may repeat: the protocol leaves them to publishers).
+// that id resumes there, whether the event is still kept or retention
+// removed it not longer ago than the trimmed ids are remembered
+// (ForgetTrimmedUpdates); found is false otherwise (ids may repeat: the
+// protocol leaves them to publishers).
 func (s *Store) UpdatePosition(ctx context.Context, tenant, id string) (int64, bool, error) {
-	var pos int64
-	err := s.read.QueryRowContext(ctx, s.q(`SELECT e.pos FROM events e JOIN usage u ON u.id = e.tenant_key
-		WHERE u.tenant = ? AND e.update_id = ? ORDER BY e.pos LIMIT 1`), tenant, id).Scan(&pos)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, s.seen(ctx)
-	}
+	var pos sql.NullInt64
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT min(p) FROM (
+			SELECT e.pos AS p FROM events e JOIN usage u ON u.id = e.tenant_key WHERE u.tenant = ?1 AND e.update_id = ?2
+			UNION ALL
+			SELECT tu.pos AS p FROM trimmed_updates tu JOIN topics t ON t.id = tu.topic_id WHERE t.tenant = ?1 AND tu.update_id = ?2
+		) AS found`), tenant, id).Scan(&pos)
 	if err != nil {
 		return 0, false, fmt.Errorf("find the update %q of %s: %w", id, tenant, err)
 	}
-	return pos, true, s.seen(ctx)
+	return pos.Int64, pos.Valid, s.seen(ctx)
 }
 
 // ReadTenant returns the events of the tenant's order after a position,

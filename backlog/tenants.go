@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,18 +42,66 @@ func (s *Store) CreateTenant(ctx context.Context, name string) (auth.Tenant, boo
 	return t, false, err
 }
 
-// Tenant looks a tenant up.
+// Tenant looks a tenant up, with its Mercure settings.
 func (s *Store) Tenant(ctx context.Context, name string) (auth.Tenant, error) {
 	t := auth.Tenant{Name: name}
-	err := s.read.QueryRowContext(ctx, s.q(`SELECT id, generation, signing_secret, webhook_secret FROM tenants WHERE name = ?`), name).
-		Scan(&t.ID, &t.Generation, &t.SigningSecret, &t.WebhookSecret)
+	var origins string
+	err := s.read.QueryRowContext(ctx, s.q(`SELECT id, generation, signing_secret, webhook_secret,
+		mercure_anonymous, mercure_subscriptions, mercure_publish_origins FROM tenants WHERE name = ?`), name).
+		Scan(&t.ID, &t.Generation, &t.SigningSecret, &t.WebhookSecret,
+			&t.Mercure.Anonymous, &t.Mercure.Subscriptions, &origins)
 	if errors.Is(err, sql.ErrNoRows) {
 		return auth.Tenant{}, ErrNoTenant
 	}
 	if err != nil {
 		return auth.Tenant{}, fmt.Errorf("read tenant %s: %w", name, err)
 	}
+	if err := json.Unmarshal([]byte(origins), &t.Mercure.PublishOrigins); err != nil {
+		return auth.Tenant{}, fmt.Errorf("read the publish origins of tenant %s: %w", name, err)
+	}
+	if t.Mercure.PublishOrigins == nil {
+		t.Mercure.PublishOrigins = []string{}
+	}
 	return t, s.seen(ctx)
+}
+
+// UpdateMercureSettings changes the tenant's Mercure settings with
+// change, in one transaction (two admins' changes of different settings
+// both land), and returns them as stored; change's error refuses the
+// update, and ErrNoTenant answers a tenant the admin API never created.
+func (s *Store) UpdateMercureSettings(ctx context.Context, name string, change func(*auth.MercureSettings) error) (auth.MercureSettings, error) {
+	var m auth.MercureSettings
+	err := s.inTx(ctx, "the Mercure settings of tenant "+name, func(tx *sql.Tx) error {
+		m = auth.MercureSettings{}
+		var origins string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT mercure_anonymous, mercure_subscriptions, mercure_publish_origins
+			FROM tenants WHERE name = ?`), name).Scan(&m.Anonymous, &m.Subscriptions, &origins)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNoTenant
+		}
+		if err != nil {
+			return fmt.Errorf("read the Mercure settings of tenant %s: %w", name, err)
+		}
+		if err := json.Unmarshal([]byte(origins), &m.PublishOrigins); err != nil {
+			return fmt.Errorf("read the publish origins of tenant %s: %w", name, err)
+		}
+		if err := change(&m); err != nil {
+			return err
+		}
+		if m.PublishOrigins == nil {
+			m.PublishOrigins = []string{}
+		}
+		encoded, err := json.Marshal(m.PublishOrigins)
+		if err != nil {
+			return fmt.Errorf("encode the publish origins of tenant %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE tenants SET mercure_anonymous = ?, mercure_subscriptions = ?,
+			mercure_publish_origins = ? WHERE name = ?`), m.Anonymous, m.Subscriptions, string(encoded), name); err != nil {
+			return fmt.Errorf("write the Mercure settings of tenant %s: %w", name, err)
+		}
+		return nil
+	})
+	return m, err
 }
 
 // TenantEntry is one tenant of the admin API's list: its name and when it
@@ -118,6 +167,9 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 			{"topics", `DELETE FROM topics WHERE tenant = ?`, []any{name}},
 			{"issuers", `DELETE FROM issuers WHERE tenant = ?`, []any{name}},
 			{"revoked tokens", `DELETE FROM revoked_tokens WHERE tenant = ?`, []any{name}},
+			// Its subscribers' ends are announced nowhere: the log they
+			// would go to is gone with it.
+			{"presence", `DELETE FROM presence WHERE tenant = ?`, []any{name}},
 		} {
 			if _, err := tx.ExecContext(ctx, s.q(step.sql), step.args...); err != nil {
 				return fmt.Errorf("delete %s of tenant %s: %w", step.what, name, err)
@@ -232,6 +284,8 @@ func (s *Store) purgeDoomedTopic(ctx context.Context, id int64) (int64, error) {
 				(SELECT key FROM state WHERE topic_id = ?1 LIMIT ?2)`},
 			{"idempotency", `DELETE FROM idempotency WHERE topic_id = ?1 AND key IN
 				(SELECT key FROM idempotency WHERE topic_id = ?1 LIMIT ?2)`},
+			{"trimmed update ids", `DELETE FROM trimmed_updates WHERE topic_id = ?1 AND update_id IN
+				(SELECT update_id FROM trimmed_updates WHERE topic_id = ?1 LIMIT ?2)`},
 		} {
 			if deleted == purgeChunk {
 				break
@@ -294,10 +348,15 @@ func (s *Store) Rotate(ctx context.Context, name string) (auth.Tenant, error) {
 	// Under the tenant's lock (PostgreSQL): a commit authorized by the old
 	// secrets lands before the rotation returns, or not at all.
 	err = s.inTxOf(ctx, "rotation of tenant "+name, []string{name}, func(tx *sql.Tx) error {
+		var origins string
 		err := tx.QueryRowContext(ctx, s.q(`UPDATE tenants SET signing_secret = ?, webhook_secret = ?, generation = ?
-			WHERE name = ? RETURNING id`), t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID)
+			WHERE name = ? RETURNING id, mercure_anonymous, mercure_subscriptions, mercure_publish_origins`),
+			t.SigningSecret, t.WebhookSecret, t.Generation, name).Scan(&t.ID, &t.Mercure.Anonymous, &t.Mercure.Subscriptions, &origins)
 		if err != nil {
 			return err
+		}
+		if err := json.Unmarshal([]byte(origins), &t.Mercure.PublishOrigins); err != nil {
+			return fmt.Errorf("read the publish origins of tenant %s: %w", name, err)
 		}
 		return s.tenantEnded(ctx, tx, name)
 	})

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -204,7 +205,7 @@ func TestRotate(t *testing.T) {
 		after.Generation == before.Generation || after.Generation <= 0 || !strings.HasPrefix(after.WebhookSecret, "whsec_") {
 		t.Fatalf("rotation did not renew everything: %+v -> %+v", before, after)
 	}
-	if got, err := l.Tenant(ctx, "r"); err != nil || got != after {
+	if got, err := l.Tenant(ctx, "r"); err != nil || !reflect.DeepEqual(got, after) {
 		t.Fatalf("stored tenant %+v (%v), want %+v", got, err, after)
 	}
 	if _, err := l.Rotate(ctx, "nobody"); !errors.Is(err, ErrNoTenant) {

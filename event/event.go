@@ -54,13 +54,13 @@ func (e *Event) appendFields(b []byte) []byte {
 	b = append(b, `"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, e.Type) // types are plain ASCII by the name rules
+	b = AppendJSONString(b, e.Type) // a Mercure update's type may be any text
 	b = append(b, `,"time":"`...)
 	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	if e.Op != "" {
 		b = append(b, `,"key":`...)
-		b = strconv.AppendQuote(b, e.Key)
+		b = AppendJSONString(b, e.Key)
 		b = append(b, `,"op":"`...)
 		b = append(b, e.Op...)
 		b = append(b, '"')
@@ -142,5 +142,20 @@ func EnvelopeBytes(e *Event) int {
 	if e.Raw {
 		data = base64.StdEncoding.EncodedLen(data)
 	}
-	return data + len(e.Type) + len(e.Key) + EnvelopeOverhead
+	return data + jsonStringBytes(e.Type) + jsonStringBytes(e.Key) + EnvelopeOverhead
+}
+
+// jsonStringBytes is, at most, what s takes as a JSON string without its
+// quotes (AppendJSONString): itself for plain ASCII, else up to six bytes
+// a byte (\u escapes).
+func jsonStringBytes(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			n += 6
+		} else {
+			n++
+		}
+	}
+	return n
 }

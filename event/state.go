@@ -25,9 +25,7 @@ func WriteState(w io.Writer, seq int64, each func(key func(name string, data []b
 				b = append(b, ',')
 			}
 			first = false
-			// Keys are plain ASCII by the name rules: quoting adds only
-			// the quotes.
-			b = append(strconv.AppendQuote(b, name), ':')
+			b = append(AppendJSONString(b, name), ':')
 			if _, err := w.Write(b); err != nil {
 				return err
 			}

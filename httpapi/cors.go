@@ -38,9 +38,14 @@ func noCORS(path string) bool {
 
 // cors lets pages of the --cors-origins origins use the API: it answers
 // their preflights and marks their answers readable. "*" is answered with
-// a literal "*" (credentials are never allowed), a listed origin with
-// itself; every answer says it varies by Origin, so a cache never hands
-// one origin's answer to another.
+// a literal "*", a listed origin with itself, and, on the paths a
+// protocol allows credentials on (Gate.AllowCredentials: Mercure's, whose
+// browsers present their token in a cookie), with
+// Access-Control-Allow-Credentials too, so that a page's
+// EventSource(url, {withCredentials: true}) sends it; never for "*",
+// which would let every site read with its visitors' cookies. Every
+// answer says it varies by Origin, so a cache never hands one origin's
+// answer to another.
 func (s *Server) cors(next http.Handler) http.Handler {
 	if len(s.cfg.CORSOrigins) == 0 {
 		return next
@@ -58,11 +63,15 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		listed := slices.Contains(s.cfg.CORSOrigins, origin)
 		allow := origin
-		if anyOrigin {
+		if !listed {
 			allow = "*"
 		}
 		h.Set("Access-Control-Allow-Origin", allow)
+		if listed && slices.ContainsFunc(s.credentialed, func(match func(string) bool) bool { return match(r.URL.Path) }) {
+			h.Set("Access-Control-Allow-Credentials", "true")
+		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, HEAD, DELETE")
 			h.Set("Access-Control-Allow-Headers", corsHeaders)

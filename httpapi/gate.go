@@ -184,7 +184,9 @@ func (g *Gate) Hold(tenant string) *limits.Hold { return g.s.deps.ReadBudget.Hol
 // AuthorizeSubscriber checks the credentials of a subscriber who may
 // come with none (Mercure's anonymous subscribers, who see only public
 // updates): without a token, an Access that grants nothing, for a tenant
-// that exists (any, in dev mode), and anonymous true; with one, what it
+// that exists and lets anonymous subscribers in (any, in dev mode), and
+// anonymous true; else the very refusal a tenant that does not exist
+// gets, so that a stranger cannot tell them apart. With a token, what it
 // grants, as for any stream.
 func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, anonymous bool, aerr *refusal.Error) {
 	s := g.s
@@ -196,5 +198,8 @@ func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, an
 		return Access{Tenant: auth.Tenant{Name: tenant}}, true, nil
 	}
 	t, aerr := s.tenant(r, tenant, "", "none")
+	if aerr == nil && !t.Mercure.Anonymous {
+		aerr = s.refuseCredentials(r, tenant, "", "none", errNoCredentials)
+	}
 	return Access{Tenant: t}, true, aerr
 }

@@ -172,25 +172,30 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, req *backlog.Pub
 			s.hooks.PublisherLeft(tenant, topic)
 		}
 		return res, false
-	case errors.Is(err, hub.ErrUnavailable):
-		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", err)
-		writeError(w, refusal.New(refusal.Unavailable, "the event could not be committed; retry with the same idempotency key"))
-		return res, false
-	case errors.Is(err, backlog.ErrNoTenant):
-		writeError(w, unauthorized())
-		return res, false
-	case errors.Is(err, backlog.ErrKeyReused):
-		writeError(w, refusal.New(refusal.IdempotencyKeyReused,
-			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)"))
-		return res, false
-	case errors.Is(err, backlog.ErrQuota):
-		writeError(w, &refusal.Error{Code: refusal.QuotaExceeded, Message: err.Error(), RetryAfter: quotaRetry})
-		return res, false
 	case err != nil:
-		writeError(w, refusal.New(refusal.Internal, "%v", err))
+		writeError(w, s.commitRefusal(err, tenant, topic))
 		return res, false
 	}
 	return res, true
+}
+
+// commitRefusal is what a client is answered when its commit failed with
+// err.
+func (s *Server) commitRefusal(err error, tenant, topic string) *refusal.Error {
+	switch {
+	case errors.Is(err, hub.ErrUnavailable):
+		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", err)
+		return refusal.New(refusal.Unavailable, "the event could not be committed; retry with the same idempotency key")
+	case errors.Is(err, backlog.ErrNoTenant):
+		return unauthorized()
+	case errors.Is(err, backlog.ErrKeyReused):
+		return refusal.New(refusal.IdempotencyKeyReused,
+			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)")
+	case errors.Is(err, backlog.ErrQuota):
+		return &refusal.Error{Code: refusal.QuotaExceeded, Message: err.Error(), RetryAfter: quotaRetry}
+	default:
+		return refusal.New(refusal.Internal, "%v", err)
+	}
 }
 
 // countPublish counts a publish that got its result, by outcome and by

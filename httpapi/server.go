@@ -74,6 +74,7 @@ type Tenants interface {
 	PutIssuer(ctx context.Context, tenant string, iss auth.Issuer) (auth.Issuer, bool, error)
 	DeleteIssuer(ctx context.Context, tenant, name string) error
 	Revoke(ctx context.Context, tenant, jti string, until time.Time) error
+	UpdateMercureSettings(ctx context.Context, tenant string, change func(*auth.MercureSettings) error) (auth.MercureSettings, error)
 }
 
 // Deps are the parts main builds and the routes use.
@@ -143,6 +144,9 @@ type Server struct {
 	adminLog *logSample
 	// verifier checks tokens, with the issuers' key sets it keeps.
 	verifier *auth.Verifier
+	// credentialed say which paths a listed origin's pages may call with
+	// their cookies (Gate.AllowCredentials).
+	credentialed []func(path string) bool
 
 	// endCtx is cancelled when the server ends its streams (EndStreams).
 	endCtx  context.Context
@@ -218,6 +222,8 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	route(http.MethodPost, adminPath+"/tokens", s.adminRoute(s.postToken))
 	route(http.MethodPost, adminPath+"/rotate", s.adminRoute(s.rotateTenant))
 	route(http.MethodGet, adminPath+"/usage", s.adminRoute(s.tenantUsage))
+	route(http.MethodGet, adminPath+"/mercure", s.adminRoute(s.getMercureSettings))
+	route(http.MethodPut, adminPath+"/mercure", s.adminRoute(s.putMercureSettings))
 	route(http.MethodGet, adminPath+"/issuers", s.adminRoute(s.getIssuers))
 	route(http.MethodPut, adminPath+"/issuers/:name", s.adminNamedRoute("name", names.Valid, issuerRule, s.putIssuer))
 	route(http.MethodGet, adminPath+"/issuers/:name", s.adminNamedRoute("name", names.Valid, issuerRule, s.getIssuer))

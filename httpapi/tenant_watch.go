@@ -52,8 +52,9 @@ type TenantFrames interface {
 	// AppendOpen appends the stream's first bytes.
 	AppendOpen(b []byte, head, position int64) []byte
 	// Opened is told once the stream is registered and its credentials
-	// still hold, before its first byte; ended is called once it ends.
-	Opened() (ended func())
+	// still hold, before its first byte; ended is called once it ends. A
+	// refusal is answered instead of the stream.
+	Opened() (ended func(), refused *refusal.Error)
 }
 
 // ServeTenantStream serves a protocol's tenant stream for a, whose
@@ -102,7 +103,14 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 		return
 	}
 	if frames != nil {
-		ended, held := frames.Opened(), release
+		ended, refused := frames.Opened()
+		if refused != nil {
+			sub.Close()
+			release()
+			writeError(w, refused)
+			return
+		}
+		held := release
 		release = func() {
 			held()
 			ended()

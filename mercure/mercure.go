@@ -9,6 +9,7 @@
 package mercure
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -25,31 +26,33 @@ type Config struct {
 	// Tenant is served at /.well-known/mercure too; empty: only under
 	// each tenant's path.
 	Tenant string `name:"mercure-tenant" env:"EDGEHUB_MERCURE_TENANT" help:"Tenant also served as the Mercure hub at /.well-known/mercure, where Mercure clients look by default (it may be created after the server starts)."`
-	// Subscriptions turns on the protocol's active subscriptions: an
-	// event when a subscription starts or ends, and the API that lists
-	// them. Each costs a commit, so a hub with no use for them may save it.
-	Subscriptions bool `name:"mercure-subscriptions" negatable:"" default:"true" env:"EDGEHUB_MERCURE_SUBSCRIPTIONS" help:"Publish Mercure subscription events when a subscription starts or ends, and serve the subscriptions API under the hub URL."`
+	// Subscriptions lets tenants turn on the protocol's active
+	// subscriptions (their Mercure setting "subscriptions", off by
+	// default): an event when a subscription starts or ends, and the API
+	// that lists them. Off here, no tenant has them, whatever it set.
+	Subscriptions bool `name:"mercure-subscriptions" negatable:"" default:"true" env:"EDGEHUB_MERCURE_SUBSCRIPTIONS" help:"Let tenants turn on Mercure's active subscriptions (their setting \"subscriptions\", off by default): subscription events and the subscriptions API. --no-mercure-subscriptions turns them off for every tenant."`
 }
 
 // Protocol is the Mercure protocol, mounted on the Gate.
 type Protocol struct {
-	cfg    Config
-	hooks  Hooks
-	g      *httpapi.Gate
-	active active
+	cfg      Config
+	hooks    Hooks
+	g        *httpapi.Gate
+	presence presence
 }
 
 // Hooks let in-process tests hold a subscriber inside the windows of its
 // subscriptions' bookkeeping.
 type Hooks struct {
-	// BeforeAnnounce runs once a subscriber's subscriptions are listed and
-	// before their start is committed; BeforeTellEnd once they are
-	// unlisted and before their end is.
+	// BeforeAnnounce runs before a subscriber's start is committed, and
+	// BeforeTellEnd before its end is.
 	BeforeAnnounce, BeforeTellEnd func(tenant string)
 }
 
 // New is the protocol with its configuration.
-func New(cfg Config, hooks Hooks) *Protocol { return &Protocol{cfg: cfg, hooks: hooks} }
+func New(cfg Config, hooks Hooks) *Protocol {
+	return &Protocol{cfg: cfg, hooks: hooks, presence: newPresence()}
+}
 
 // Path is a hub's path below its tenant's, and the well-known one.
 const Path = "/.well-known/mercure"
@@ -58,22 +61,44 @@ const Path = "/.well-known/mercure"
 // which the contract names, and the current revision's.
 var cookieNames = []string{"mercureAuthorization", "__Secure-mercure_access_token"}
 
-// Mount registers the hub's routes.
+// Mount registers the hub's routes. The pages of the origins
+// --cors-origins lists may call them with their cookies, where browsers
+// keep Mercure's token. Without --mercure-tenant, the well-known path,
+// where Mercure's clients look by default, answers where the hubs are.
 func (p *Protocol) Mount(g *httpapi.Gate) {
 	p.g = g
+	g.AllowCredentials(isHubPath)
 	prefixes := []string{"/v1/tenants/:tenant"}
 	if p.cfg.Tenant != "" {
 		prefixes = append(prefixes, "")
+	} else {
+		for _, path := range []string{Path, Path + "/*rest"} {
+			g.Handle(http.MethodGet, path, p.noDefaultHub)
+			g.Handle(http.MethodPost, path, p.noDefaultHub)
+		}
 	}
 	for _, prefix := range prefixes {
 		g.Handle(http.MethodPost, prefix+Path, p.hub(p.publish))
 		g.HandleStream(prefix+Path, p.hub(p.subscribe))
 		if p.cfg.Subscriptions {
-			for _, api := range []string{"", "/:type/:match", "/:type/:match/:subscriber"} {
+			for _, api := range []string{"", "/:type", "/:type/:match", "/:type/:match/:subscriber"} {
 				g.Handle(http.MethodGet, prefix+subscriptionsPath+api, p.hub(p.subscriptions))
 			}
 		}
 	}
+}
+
+// isHubPath says whether path is a hub's or below one, at either hub
+// URL.
+func isHubPath(path string) bool {
+	return strings.HasSuffix(path, Path) || strings.Contains(path, Path+"/")
+}
+
+// noDefaultHub answers the well-known path of a server that serves no
+// tenant there: 404, saying where the hubs are and how to serve one here.
+func (p *Protocol) noDefaultHub(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	p.g.WriteError(w, refusal.New(refusal.NotFound,
+		"no Mercure hub here: each tenant's hub is at /v1/tenants/{tenant}%s; start the server with --mercure-tenant NAME (EDGEHUB_MERCURE_TENANT) to serve one tenant at %s too", Path, Path))
 }
 
 type hubHandler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params, tenant string)
@@ -95,27 +120,39 @@ func (p *Protocol) hub(h hubHandler) httprouter.Handle {
 	}
 }
 
+// fromCookie marks, in a request's context, a token that came from a
+// cookie, which a browser sends whichever site made the request.
+type fromCookie struct{}
+
 // withToken moves the token of a request that has no Authorization
 // header into one: from 0.x's authorization query parameter, else from a
-// cookie (cookieNames, in order): the protocol's order of preference.
+// cookie (cookieNames, in order): the protocol's order of preference. A
+// cookie's is marked (byCookie).
 func withToken(r *http.Request) *http.Request {
 	if r.Header.Get("Authorization") != "" {
 		return r
 	}
-	raw := r.URL.Query().Get("authorization")
+	raw, cookie := r.URL.Query().Get("authorization"), false
 	for _, name := range cookieNames {
 		if c, err := r.Cookie(name); raw == "" && err == nil && c.Value != "" {
-			raw = c.Value
+			raw, cookie = c.Value, true
 			break
 		}
 	}
 	if raw == "" {
 		return r
 	}
-	r = r.Clone(r.Context())
+	ctx := r.Context()
+	if cookie {
+		ctx = context.WithValue(ctx, fromCookie{}, true)
+	}
+	r = r.Clone(ctx)
 	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(raw))
 	return r
 }
+
+// byCookie says whether r's token came from a cookie.
+func byCookie(r *http.Request) bool { return r.Context().Value(fromCookie{}) != nil }
 
 // bearerError is the RFC 6750 challenge of a refused credential: a bare
 // one when the request presented none.

@@ -24,6 +24,11 @@ import (
 // maxTopics bounds the topics of one update, as selectors are bounded.
 const maxTopics = 100
 
+// maxType bounds an update's type, in characters: Mercure takes any
+// text without control characters but its own "mercure"; an event's type
+// is stored with it and sent with each frame.
+const maxType = 256
+
 // earliest is the resume position of a subscriber that wants everything
 // kept; publishers may not use it as an id.
 const earliest = "earliest"
@@ -46,7 +51,13 @@ func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, _ httprouter.
 		p.g.WriteError(w, aerr)
 		return
 	}
-	up, aerr := parseForm(r, ad.Body())
+	if !p.g.Dev() {
+		aerr = fromPage(r, a.Tenant.Mercure)
+	}
+	up, perr := parseForm(r, ad.Body())
+	if aerr == nil {
+		aerr = perr
+	}
 	if aerr == nil {
 		aerr = granted(a.Token.Grant(auth.Publish), up.topics)
 	}
@@ -85,20 +96,18 @@ func (p *Protocol) publish(w http.ResponseWriter, r *http.Request, _ httprouter.
 
 // hubID is the id of an update its publisher named none: a fragment
 // holding its position, which a resume reads back. A repeat (idempotent)
-// answers the original's id, which the log gives.
+// answers the original's, whose position its key remembers, even once
+// retention removed the update; a key remembered before keys held
+// positions has it read from the log.
 func (p *Protocol) hubID(r *http.Request, tenant, topic string, res backlog.Result) (string, bool) {
-	e := res.Events
-	if res.Duplicate || len(e) == 0 {
-		page, err := p.g.Log().Read(r.Context(), tenant, topic, res.Last-1, 1, 1)
-		if err != nil || len(page.Events) == 0 || page.Events[0].Seq != res.Last {
-			return "", false
-		}
-		e = page.Events
+	if res.Pos > 0 {
+		return positionID(res.Pos), true
 	}
-	if u := e[0].Update; u != nil && u.ID != "" {
-		return u.ID, true
+	page, err := p.g.Log().Read(r.Context(), tenant, topic, res.Last-1, 1, 1)
+	if err != nil || len(page.Events) == 0 || page.Events[0].Seq != res.Last {
+		return "", false
 	}
-	return positionID(e[0].Pos), true
+	return positionID(page.Events[0].Pos), true
 }
 
 // positionID is the hub's id of the event at a tenant position.
@@ -143,8 +152,8 @@ func parseForm(r *http.Request, body []byte) (update, *refusal.Error) {
 	}
 	up.typ = "message"
 	if t := form.Get("type"); t != "" {
-		if !names.ValidType(t) || t == subscriptionType {
-			return up, refusal.New(refusal.InvalidType, `"type" is 1 to %d of A-Z a-z 0-9 . _ : -, and not the hub's own (hello, gap, snapshot, mercure)`, names.MaxType)
+		if !fieldValue(t) || utf8.RuneCountInString(t) > maxType || t == subscriptionType {
+			return up, refusal.New(refusal.InvalidType, `"type" is 1 to %d characters with no control character, and not %q (the hub's own)`, maxType, subscriptionType)
 		}
 		up.typ = t
 	}
@@ -156,6 +165,30 @@ func parseForm(r *http.Request, body []byte) (update, *refusal.Error) {
 		up.u.Retry = n
 	}
 	return up, nil
+}
+
+// fromPage refuses a publish whose token came from a cookie and whose
+// page is of an origin the tenant did not list (publish_origins) and not
+// the hub's own: a browser sends the cookie with any site's form, so
+// without this any page could publish in its visitor's name. The page's
+// origin is its Origin header, else its Referer's; a request with
+// neither is no browser's page.
+func fromPage(r *http.Request, m auth.MercureSettings) *refusal.Error {
+	if !byCookie(r) {
+		return nil
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		ref, err := url.Parse(r.Header.Get("Referer"))
+		if err != nil || ref.Host == "" {
+			return nil
+		}
+		origin = ref.Scheme + "://" + ref.Host
+	}
+	if m.AllowsPublishFrom(origin, r.Host) {
+		return nil
+	}
+	return refusal.New(refusal.Forbidden, "a publish whose token comes from a cookie may come only from the hub's own pages or the tenant's publish_origins, not from %q", origin)
 }
 
 // granted refuses an update one of whose topics the token may not

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,13 +28,13 @@ type doc struct {
 
 var cursorOf = regexp.MustCompile(`last-event-id="([^"]+)"`)
 
-// A subscriber held inside each window of its bookkeeping, between its
-// listing and its start's commit and between its unlisting and its end's
-// commit: a list read there and the subscription events after its
-// cursor together tell what happened. The list shows the subscription or
-// an event after the cursor announces it; the list leaves it out or an
-// event after the cursor ends it. Committing before listing, or
-// unlisting after the end's commit, fails it.
+// A subscriber held just before the commit of its start and just before
+// that of its end: a list read there and the subscription events after
+// its cursor together tell what happened. The list shows the
+// subscription or an event after the cursor announces it; the list
+// leaves it out or an event after the cursor ends it. Adding the
+// subscription's row before its start's commit, or removing it before
+// its end's, fails it.
 func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 	var armed atomic.Bool
 	held, release := make(chan struct{}), make(chan struct{}) // once each per window
@@ -44,7 +45,7 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 		}
 	}
 	cfg := server.Defaults()
-	cfg.Dev, cfg.Data = true, t.TempDir()
+	cfg.Dev, cfg.Data, cfg.AdminKey = true, t.TempDir(), strings.Repeat("k", 32)
 	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		server.Hooks{Mercure: mercure.Hooks{BeforeAnnounce: hold, BeforeTellEnd: hold}})
 	if err != nil {
@@ -56,6 +57,15 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 		ts.Close()
 		srv.Shutdown(context.Background())
 	})
+	for _, put := range []struct{ path, body string }{{"", ""}, {"/mercure", `{"subscriptions": true}`}} {
+		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/v1/admin/tenants/acme"+put.path, strings.NewReader(put.body))
+		req.Header.Set("Authorization", "Bearer "+cfg.AdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT tenant%s: %v %v", put.path, resp, err)
+		}
+		resp.Body.Close()
+	}
 	hub := ts.URL + "/v1/tenants/acme/.well-known/mercure"
 	get := func(ctx context.Context, u string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

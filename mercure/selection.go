@@ -29,9 +29,12 @@ type selection struct {
 }
 
 // selector is one of a subscription's selectors, named by the
-// protocol's matcher type: exact, urlpattern, or template for a 0.x URI
-// template.
+// protocol's matcher type: exact or urlpattern, or none for 0.x's topic
+// selectors (a topic, a URI template or "*").
 type selector struct{ matchType, match string }
+
+// matchTypes name each kind of selector as the protocol does.
+var matchTypes = map[match.Kind]string{match.Exact: "exact", match.URLPattern: "urlpattern", match.Template: ""}
 
 // parseSelection reads the current revision's match, match_exact and
 // match_urlpattern and 0.x's topic (a URI template, "*", or a topic);
@@ -68,20 +71,12 @@ func parseSelection(r *http.Request) (*selection, *refusal.Error) {
 			if v == "*" {
 				m = match.All() // the wildcard of every kind
 			}
-			g := selector{"exact", v}
-			switch {
-			case v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()):
+			if v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()) {
 				s.exact[v] = true
-			case kind == match.URLPattern && v != "*":
-				g.matchType = "urlpattern"
-				s.patterns = append(s.patterns, m)
-			case kind == match.Template && v != "*":
-				g.matchType = "template"
-				s.patterns = append(s.patterns, m)
-			default:
+			} else {
 				s.patterns = append(s.patterns, m)
 			}
-			if !slices.Contains(s.given, g) {
+			if g := (selector{matchTypes[kind], v}); !slices.Contains(s.given, g) {
 				s.given = append(s.given, g)
 			}
 		}

@@ -31,7 +31,7 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 		p.g.WriteError(w, aerr)
 		return
 	}
-	f := &frames{grants: a.Token.Grant(auth.Subscribe)}
+	f := &frames{grants: a.Token.Grant(auth.Subscribe), anonymous: anonymous}
 	if anonymous {
 		f.grants = auth.Grant{}
 	}
@@ -40,9 +40,14 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 		p.g.WriteError(w, aerr)
 		return
 	}
-	if p.cfg.Subscriptions {
-		f.opened = func() func() {
-			return p.opened(r, accessOf{tenant: tenant, generation: a.Tenant.Generation}, sel, a.Token.Payloads)
+	if !anonymous && p.cfg.Subscriptions && p.g.MercureSettings(r, a).Subscriptions {
+		ann, aerr := announce(sel, a.Token.Payloads)
+		if aerr != nil {
+			p.g.WriteError(w, aerr)
+			return
+		}
+		f.opened = func() (func(), *refusal.Error) {
+			return p.opened(r.Context(), tenant, a.Tenant.Generation, ann)
 		}
 	}
 	p.g.ServeTenantStream(w, r, a, sel, from, f)
@@ -94,26 +99,33 @@ func (p *Protocol) resume(ctx context.Context, r *http.Request, tenant string, f
 // and then only for a subscriber whose token grants one of its topics.
 type frames struct {
 	grants auth.Grant
+	// anonymous says the subscriber has no token: it is told nothing
+	// of what it may not see, the tenant's head included.
+	anonymous bool
 	// resumed says the client asked to resume; lastID is the id its
 	// stream starts after, "" when the hub had not got the one asked for.
 	resumed bool
 	lastID  string
 	// opened, when set, is told that the stream is open and returns
-	// what to do when it ends: its subscription events.
-	opened func() (ended func())
+	// what to do when it ends, or a refusal: its subscription events.
+	opened func() (ended func(), refused *refusal.Error)
 }
 
-// Opened tells of an open stream, and returns what tells of its end.
-func (f *frames) Opened() (ended func()) {
+// Opened tells of an open stream, and returns what tells of its end; a
+// refusal ends the stream before its first byte.
+func (f *frames) Opened() (ended func(), refused *refusal.Error) {
 	if f.opened == nil {
-		return func() {}
+		return func() {}, nil
 	}
 	return f.opened()
 }
 
 // Header says where a resumed stream starts, as the protocol's
 // Mercure-Last-Event-ID (and 0.x's Last-Event-ID): the id asked for when
-// the hub has it, else that of the head it starts at, or earliest.
+// the hub has it, else that of the head it starts at, or earliest (and
+// to an anonymous subscriber, which the head's id would tell how many
+// events the tenant holds, private ones included, earliest: what
+// Mercure's own hub answers for an id it does not know).
 func (f *frames) Header(h http.Header, position int64) {
 	if !f.resumed {
 		return
@@ -121,7 +133,7 @@ func (f *frames) Header(h http.Header, position int64) {
 	id := f.lastID
 	switch {
 	case id != "":
-	case position == 0:
+	case position == 0 || f.anonymous:
 		id = earliest
 	default:
 		id = positionID(position)
@@ -137,9 +149,6 @@ func (f *frames) AppendOpen(b []byte, _, _ int64) []byte { return append(b, ":\n
 // AppendTenantEvent appends the frame of e, if the subscriber may see it.
 func (f *frames) AppendTenantEvent(b []byte, e *event.OfTenant, _ []byte) []byte {
 	u := e.Update
-	if u == nil && e.Type == subscriptionType {
-		return b // only the hub's own subscription events carry this type
-	}
 	if (u == nil || u.Private) && !f.grants.Match(e.Topic) && !slices.ContainsFunc(e.Others(), f.grants.Match) {
 		return b
 	}
@@ -150,8 +159,11 @@ func (f *frames) AppendTenantEvent(b []byte, e *event.OfTenant, _ []byte) []byte
 		b = append(b, positionID(e.Pos)...)
 	}
 	b = append(b, '\n')
-	if e.Type != "message" {
-		b = append(append(append(b, "event: "...), e.Type...), '\n')
+	// Only the hub's own subscription events, updates of the reserved
+	// type, go out as "mercure"; a native event of that type (the native
+	// rules allow it) goes out as a plain message, its data as it is.
+	if typ := e.Type; typ != "message" && (u != nil || typ != subscriptionType) {
+		b = append(append(append(b, "event: "...), typ...), '\n')
 	}
 	if u != nil && u.Retry > 0 {
 		b = strconv.AppendInt(append(b, "retry: "...), u.Retry, 10)

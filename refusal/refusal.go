@@ -32,6 +32,9 @@ const (
 	// InvalidIssuer is an issuer's registration that could not verify
 	// tokens (or one past the tenant's number of issuers).
 	InvalidIssuer Code = "invalid_issuer"
+	// InvalidSettings is a tenant's Mercure settings that the server
+	// could not apply (a field it does not know, an origin that is none).
+	InvalidSettings Code = "invalid_settings"
 	// InvalidBody is a publish body that could not be read whole (it
 	// came too slowly or the connection failed), which is not a JSON
 	// error: nothing was there to parse.
@@ -71,7 +74,7 @@ const Unknown Code = "unknown"
 func (c Code) Status() int {
 	switch c {
 	case InvalidName, InvalidType, InvalidJSON, InvalidPosition, InvalidOp,
-		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader, InvalidSelector, InvalidIssuer:
+		InvalidTTL, InvalidIdempotencyKey, InvalidBody, InvalidHeader, InvalidSelector, InvalidIssuer, InvalidSettings:
 		return http.StatusBadRequest
 	case Conflict:
 		return http.StatusConflict

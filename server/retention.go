@@ -56,8 +56,9 @@ func (s *Server) purgeRound(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ageRound trims by age and forgets expired keys and the revocations
-// of tokens that cannot be alive any more; the rows it trims are
+// ageRound trims by age and forgets expired keys, the ids of updates
+// removed long ago and the revocations of tokens that cannot be alive
+// any more; the rows it trims are
 // purged by the next purge round.
 func (s *Server) ageRound(ctx context.Context) error {
 	var errs []error
@@ -65,6 +66,12 @@ func (s *Server) ageRound(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if _, err := s.log.ExpireKeys(ctx, IdempotencyTTL); err != nil {
+		errs = append(errs, err)
+	}
+	// A removed update's id resolves for as long as an event is kept by
+	// age, a day at least: long enough for a subscriber that was away
+	// to come back to where it was.
+	if _, err := s.log.ForgetTrimmedUpdates(ctx, max(IdempotencyTTL, s.cfg.RetentionAge)); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := s.log.PurgeRevoked(ctx, time.Now()); err != nil {
@@ -90,6 +97,7 @@ func (s *Server) retain(ctx context.Context, every time.Duration) {
 		{"count retention", every, s.countRound},
 		{"purge", every, s.purgeRound},
 		{"age retention", every * ageEvery, s.ageRound},
+		{"Mercure presence", s.mercure.RenewEvery(), s.mercure.Tend},
 	} {
 		wg.Add(1)
 		go func() {

@@ -227,9 +227,12 @@ const tick = time.Second
 
 // Server is a running Edgehub.
 type Server struct {
-	cfg       Config
-	lock      *os.File // the data directory's lock, held until Shutdown; nil on Postgres
-	log       *backlog.Store
+	cfg  Config
+	lock *os.File // the data directory's lock, held until Shutdown; nil on Postgres
+	log  *backlog.Store
+	// mercure is the Mercure protocol, whose presence the retention
+	// loops keep.
+	mercure   *mercure.Protocol
 	committer *backlog.Committer
 	system    *actor.ActorSystem
 	hubs      *hub.Router
@@ -334,6 +337,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 	}
 	api := cfg.HTTP
 	api.SpoolDir = spoolDir
+	s.mercure = mercure.New(cfg.Mercure, hooks.Mercure)
 	s.api = httpapi.New(api, httpapi.Deps{
 		PublishBodies: b.publish, UnsignedBodies: b.unsigned, UnsignedByClient: b.unsignedByClient,
 		Log: log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
@@ -342,7 +346,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ReadBudget:    b.read,
 		SpoolBudget:   b.spool,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
-		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), mercure.New(cfg.Mercure, hooks.Mercure)},
+		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), s.mercure},
 	}, hooks.HTTP)
 	switch {
 	case !cfg.Dev && cfg.AdminKey == "":

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgehub/edgehub/event"
+	"github.com/edgehub/edgehub/names"
 )
 
 // ping is the heartbeat: a comment, which EventSource ignores but which
@@ -64,8 +65,21 @@ func AppendEventStart(b []byte, e *event.Event) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, "\nevent: "...)
-	b = append(b, e.Type...)
+	b = append(b, eventName(e.Type)...)
 	return append(b, "\ndata: "...)
+}
+
+// eventName is the SSE event name of an event of type t: t itself when
+// it keeps the native type rules, else message (a Mercure update's type
+// may be any text, even one of the hub's own frames' names), so that a
+// native stream's event name never passes for hello, gap or snapshot
+// and a browser's addEventListener sees only names it could ask for; the
+// envelope's type is always the true one.
+func eventName(t string) string {
+	if names.ValidType(t) {
+		return t
+	}
+	return "message"
 }
 
 // AppendGap appends the frame that tells a stream that events from..to were
@@ -103,7 +117,7 @@ func AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
 	b = append(b, "id: "...)
 	b = strconv.AppendInt(b, e.Pos, 10)
 	b = append(b, "\nevent: "...)
-	b = append(b, e.Type...)
+	b = append(b, eventName(e.Type)...)
 	b = append(b, "\ndata: "...)
 	if envelope != nil {
 		b = append(b, envelope...)
