@@ -92,9 +92,14 @@ func TestMercureSubscriptionsSelectAndResume(t *testing.T) {
 	if h := template.resp.Header.Get("Mercure-Last-Event-ID"); h != "urn:book:1" {
 		t.Errorf("resumed after urn:book:1, Mercure-Last-Event-ID %q", h)
 	}
-	unknown := subscribeMercure(t, hub, "match=*&last_event_id=urn:nope", nil)
+	unknown := subscribeMercure(t, hub, "match=*&last_event_id=urn:nope", map[string]string{"Authorization": "Bearer any"})
 	if h := unknown.resp.Header.Get("Mercure-Last-Event-ID"); h != "#4" {
 		t.Errorf("an id the hub does not have: Mercure-Last-Event-ID %q, want the head's #4", h)
+	}
+	// An anonymous subscriber is not told the head: it would say how many
+	// events the tenant holds, private ones included.
+	if h := subscribeMercure(t, hub, "match=*&last_event_id=urn:nope", nil).resp.Header.Get("Mercure-Last-Event-ID"); h != "earliest" {
+		t.Errorf("an id the hub does not have, anonymous: Mercure-Last-Event-ID %q, want earliest", h)
 	}
 	native := p.base + "/v1/tenants/acme/watch?after=0&topic=" + url.QueryEscape(author2)
 	resp, err := http.Get(native)
@@ -169,6 +174,17 @@ func TestMercureSubscribersSeeWhatTheyMay(t *testing.T) {
 		t.Fatalf("the sentinel: %d %s", st, b)
 	}
 	earliest := map[string]string{"Last-Event-ID": "earliest"}
+	// Anonymous subscribers are off until the tenant turns them on, and
+	// refused then exactly as at a tenant that does not exist.
+	stOff, hOff, bOff := do(t, "GET", hub+"?match=*", "", "")
+	stGhost, hGhost, bGhost := do(t, "GET", p.base+"/v1/tenants/ghost/.well-known/mercure?match=*", "", "")
+	if stOff != 401 || stOff != stGhost || string(bOff) != string(bGhost) || hOff.Get("WWW-Authenticate") != hGhost.Get("WWW-Authenticate") {
+		t.Errorf("anonymous, off: %d %q %s; at a tenant that does not exist: %d %q %s", stOff, hOff.Get("WWW-Authenticate"), bOff,
+			stGhost, hGhost.Get("WWW-Authenticate"), bGhost)
+	}
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme/mercure", "k-123", `{"anonymous": true}`); st != 200 {
+		t.Fatalf("turn anonymous subscribers on: %d %s", st, b)
+	}
 	anonymous := subscribeMercure(t, hub, "match=*", earliest)
 	anonymous.want(t, "anonymous", "#2", "#6")
 	granted := subscribeMercure(t, hub, "match=*", map[string]string{"Last-Event-ID": "earliest", "Cookie": "mercureAuthorization=" + books})
@@ -183,7 +199,13 @@ func TestMercureSubscribersSeeWhatTheyMay(t *testing.T) {
 		t.Errorf("a bad token: %d %q", st, h.Get("WWW-Authenticate"))
 	}
 
-	exp := time.Unix(time.Now().Add(2*time.Second).Unix(), 0) // a token's exp counts whole seconds
+	// A token is accepted until its exp plus the 30 s leeway, and its
+	// stream lives until then; past it, it is refused, never opened and
+	// closed at once.
+	if st, _, b := do(t, "GET", hub+"?match=*", sign(time.Now().Add(-31*time.Second), "*"), ""); st != 401 {
+		t.Errorf("a token past its exp and the leeway: %d %s, want 401", st, b)
+	}
+	exp := time.Unix(time.Now().Add(-28*time.Second).Unix(), 0) // a token's exp counts whole seconds
 	short := subscribeMercure(t, hub, "match=*", map[string]string{"Authorization": "Bearer " + sign(exp, "*")})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -201,8 +223,8 @@ func TestMercureSubscribersSeeWhatTheyMay(t *testing.T) {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("the stream of an expiring token ended with %v, want its end", err)
 		}
-		if time.Now().Before(exp) {
-			t.Errorf("the stream ended before its token's exp")
+		if time.Now().Before(exp.Add(30 * time.Second)) {
+			t.Errorf("the stream ended before its token's exp plus the leeway")
 		}
 	case <-ctx.Done():
 		t.Fatal("the stream outlived its token's exp by a minute")

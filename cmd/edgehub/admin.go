@@ -22,13 +22,14 @@ func (a *adminConn) client() *client.Client {
 }
 
 type tenantCmd struct {
-	List   tenantListCmd   `cmd:"" help:"List the tenants, one a line, by name (no secrets)."`
-	Create tenantCreateCmd `cmd:"" help:"Create a tenant (or show it, if it exists) and print it with its secrets."`
-	Get    tenantGetCmd    `cmd:"" help:"Print a tenant with its secrets."`
-	Rotate tenantRotateCmd `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
-	Delete tenantDeleteCmd `cmd:"" help:"Delete a tenant with all its data and end its streams."`
-	Usage  tenantUsageCmd  `cmd:"" help:"Print what a tenant holds (stored bytes, topics, events, open streams) beside each limit."`
-	Issuer issuerCmd       `cmd:"" help:"Register, list or delete the token issuers a tenant trusts (an identity provider, an app that signs its own tokens)."`
+	List    tenantListCmd    `cmd:"" help:"List the tenants, one a line, by name (no secrets)."`
+	Create  tenantCreateCmd  `cmd:"" help:"Create a tenant (or show it, if it exists) and print it with its secrets."`
+	Get     tenantGetCmd     `cmd:"" help:"Print a tenant with its secrets."`
+	Rotate  tenantRotateCmd  `cmd:"" help:"Replace a tenant's secrets, end its streams and print it with the new ones."`
+	Delete  tenantDeleteCmd  `cmd:"" help:"Delete a tenant with all its data and end its streams."`
+	Usage   tenantUsageCmd   `cmd:"" help:"Print what a tenant holds (stored bytes, topics, events, open streams) beside each limit."`
+	Issuer  issuerCmd        `cmd:"" help:"Register, list or delete the token issuers a tenant trusts (an identity provider, an app that signs its own tokens)."`
+	Mercure tenantMercureCmd `cmd:"" help:"Print a tenant's Mercure settings, after changing those the flags name (anonymous subscribers, active subscriptions, publish origins)."`
 }
 
 type tenantListCmd struct {
