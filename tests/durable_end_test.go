@@ -178,3 +178,22 @@ func TestDurableLongPollEndedByListenerCut(t *testing.T) {
 	}
 	(<-poll).upToDate(t, "the listener cut", 1)
 }
+
+// A long-poll whose token is revoked while it waits answers as its
+// timeout does, and the client's next ask is 401.
+func TestDurableLongPollEndedByRevocation(t *testing.T) {
+	const key = "admin-key-of-the-long-poll-revoke-test-0123"
+	p, _ := acmeServer(t, key, "--streams-long-poll", "5m")
+	tok := p.mintAcme(t, key, `"*"`, `"*"`)
+	ds := p.base + "/v1/tenants/acme/streams/lp"
+	if st, _, b := dsReq(t, "PUT", ds, tok, asJSONStream, `{"a":1}`); st != 201 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	poll := longPoll(t, ds, 1, tok)
+	p.awaitLongPoll(t)
+	p.adminCall(t, key, "DELETE", "acme/tokens/"+jtiOf(t, tok), "", http.StatusNoContent, nil)
+	(<-poll).upToDate(t, "its token revoked", 1)
+	if a := <-longPoll(t, ds, 1, tok); a.status != 401 {
+		t.Fatalf("the revoked token asks again: %d %s", a.status, a.body)
+	}
+}
