@@ -1,11 +1,11 @@
-// Package durable serves the Durable Streams protocol at /v1/stream/{name}
-// and /v1/tenants/{tenant}/streams/{name} over Edgehub's hubs: a stream is a topic of a tenant, its offsets are the
-// topic's sequence numbers (so a Durable Streams reader and a native
-// watcher see the same events in the same order), and every check the
-// protocol makes of a write (closure, content type, Stream-Seq, producer
-// fencing) runs in the transaction that commits it (backlog.StreamOp).
-// Credentials, limits, budgets and the error shape are the native API's,
-// through httpapi.Gate.
+// Package durable serves the Durable Streams protocol at
+// /v1/tenants/{tenant}/streams/{name} and /v1/stream/{name} over Edgehub's
+// hubs: a stream is a topic of a tenant, its offsets are the topic's
+// sequence numbers (so a Durable Streams reader and a native watcher see
+// the same events in the same order), and every check the protocol makes
+// of a write (closure, content type, Stream-Seq, producer fencing) runs in
+// the transaction that commits it (backlog.StreamOp). Credentials, limits,
+// budgets and the error shape are the native API's, through httpapi.Gate.
 package durable
 
 import (
