@@ -1,11 +1,11 @@
-// Package durable serves the Durable Streams protocol at /v1/stream/{name}
-// over Edgehub's hubs: a stream is a topic of a tenant, its offsets are the
-// topic's sequence numbers (so a Durable Streams reader and a native
-// watcher see the same events in the same order), and every check the
-// protocol makes of a write (closure, content type, Stream-Seq, producer
-// fencing) runs in the transaction that commits it (backlog.StreamOp).
-// Credentials, limits, budgets and the error shape are the native API's,
-// through httpapi.Gate.
+// Package durable serves the Durable Streams protocol at
+// /v1/tenants/{tenant}/streams/{name} and /v1/stream/{name} over Edgehub's
+// hubs: a stream is a topic of a tenant, its offsets are the topic's
+// sequence numbers (so a Durable Streams reader and a native watcher see
+// the same events in the same order), and every check the protocol makes
+// of a write (closure, content type, Stream-Seq, producer fencing) runs in
+// the transaction that commits it (backlog.StreamOp). Credentials, limits,
+// budgets and the error shape are the native API's, through httpapi.Gate.
 package durable
 
 import (
@@ -49,41 +49,96 @@ func New(cfg Config) *Protocol {
 	return &Protocol{cfg: cfg, closing: closers{waiting: map[string]chan struct{}{}}}
 }
 
-// Path is where the streams are served.
+// Path is where the streams of the request's tenant are served: its
+// token's, a webhook's Edgehub-Tenant, or --streams-tenant.
 const Path = "/v1/stream/"
 
-// Mount registers the stream's routes.
+// tenantPath and tenantStreams frame TenantPath's form of a stream's
+// path: /v1/tenants/{tenant}/streams/{name}.
+const (
+	tenantPath    = "/v1/tenants/"
+	tenantStreams = "/streams/"
+)
+
+// TenantPath is where the streams of the tenant the path names are
+// served, so that any token the tenant accepts works there, a registered
+// issuer's (which names no tenant) among them.
+const TenantPath = tenantPath + ":tenant" + tenantStreams
+
+// Mount registers the protocol's routes, at Path and at TenantPath.
 func (p *Protocol) Mount(g *httpapi.Gate) {
 	p.g = g
-	const path = Path + ":name"
-	g.Handle(http.MethodPut, path, p.stream(p.create))
-	g.Handle(http.MethodPost, path, p.stream(p.append))
-	g.Handle(http.MethodGet, path, p.stream(p.read))
-	g.Handle(http.MethodHead, path, p.stream(p.head))
-	g.Handle(http.MethodDelete, path, p.stream(p.delete))
+	for _, at := range []struct {
+		path  string
+		place func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (place, bool)
+	}{{Path + ":name", p.fromRequest}, {TenantPath + ":name", p.fromPath}} {
+		g.Handle(http.MethodPut, at.path, p.stream(at.place, p.create))
+		g.Handle(http.MethodPost, at.path, p.stream(at.place, p.append))
+		g.Handle(http.MethodGet, at.path, p.stream(at.place, p.read))
+		g.Handle(http.MethodHead, at.path, p.stream(at.place, p.head))
+		g.Handle(http.MethodDelete, at.path, p.stream(at.place, p.delete))
+	}
 }
 
-type streamHandler func(w http.ResponseWriter, r *http.Request, tenant, name string)
+// place is where a request found its stream: the stream's tenant and
+// name, and whether the tenant came from the path (TenantPath) or from
+// the request (Path).
+type place struct {
+	tenant, name string
+	inPath       bool
+}
 
-// stream checks the stream's name and finds its tenant before h runs.
-func (p *Protocol) stream(h streamHandler) httprouter.Handle {
+// path is the stream's path in the form of the route it was reached by.
+func (at place) path() string {
+	if at.inPath {
+		return tenantPath + at.tenant + tenantStreams + at.name
+	}
+	return Path + at.name
+}
+
+type streamHandler func(w http.ResponseWriter, r *http.Request, at place)
+
+// stream checks the stream's name, then find finds its place (and
+// answers if it cannot), before h runs.
+func (p *Protocol) stream(find func(http.ResponseWriter, *http.Request, httprouter.Params) (place, bool), h streamHandler) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		name := ps.ByName("name")
-		if !names.Valid(name) {
+		if !names.Valid(ps.ByName("name")) {
 			p.g.WriteError(w, refusal.New(refusal.InvalidName,
 				"a stream's name must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
 			return
 		}
-		tenant := p.g.TenantOf(r, p.cfg.Tenant)
-		if !names.Valid(tenant) {
-			p.g.WriteError(w, refusal.New(refusal.InvalidName, "Edgehub-Tenant must be a tenant's name"))
+		at, ok := find(w, r, ps)
+		if !ok {
 			return
 		}
 		hd := w.Header()
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cross-Origin-Resource-Policy", "cross-origin")
-		h(w, r, tenant, name)
+		h(w, r, at)
 	}
+}
+
+// fromPath is the place of a request on TenantPath: the path's tenant,
+// which must be a tenant's name.
+func (p *Protocol) fromPath(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) (place, bool) {
+	at := place{tenant: ps.ByName("tenant"), name: ps.ByName("name"), inPath: true}
+	if !names.Valid(at.tenant) {
+		p.g.WriteError(w, refusal.New(refusal.InvalidName,
+			"tenant must be 1 to %d of A-Z a-z 0-9 . _ : ~ - and not start with '.'", names.MaxName))
+		return at, false
+	}
+	return at, true
+}
+
+// fromRequest is the place of a request on Path: the tenant its
+// credentials name (Gate.TenantOf).
+func (p *Protocol) fromRequest(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (place, bool) {
+	at := place{tenant: p.g.TenantOf(r, p.cfg.Tenant), name: ps.ByName("name")}
+	if !names.Valid(at.tenant) {
+		p.g.WriteError(w, refusal.New(refusal.InvalidName, "Edgehub-Tenant must be a tenant's name"))
+		return at, false
+	}
+	return at, true
 }
 
 // Offsets are the topic's sequence numbers, zero-padded to 16 digits so

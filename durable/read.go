@@ -32,7 +32,8 @@ const (
 // find checks a read's credentials and reads its stream: a stream that
 // does not exist (or has expired) is 404, one deleted while forks read
 // it 410.
-func (p *Protocol) find(w http.ResponseWriter, r *http.Request, tenant, name string) (*backlog.StreamInfo, httpapi.Access, bool) {
+func (p *Protocol) find(w http.ResponseWriter, r *http.Request, at place) (*backlog.StreamInfo, httpapi.Access, bool) {
+	tenant, name := at.tenant, at.name
 	ten, aerr := p.g.AuthorizeRead(r, tenant, name)
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
@@ -55,8 +56,8 @@ func (p *Protocol) find(w http.ResponseWriter, r *http.Request, tenant, name str
 }
 
 // head is HEAD: the stream's metadata, never cached.
-func (p *Protocol) head(w http.ResponseWriter, r *http.Request, tenant, name string) {
-	info, _, ok := p.find(w, r, tenant, name)
+func (p *Protocol) head(w http.ResponseWriter, r *http.Request, at place) {
+	info, _, ok := p.find(w, r, at)
 	if !ok {
 		return
 	}
@@ -75,11 +76,12 @@ func (p *Protocol) touch(w http.ResponseWriter, r *http.Request, info *backlog.S
 }
 
 // read is GET: catch-up, long-poll or SSE.
-func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name string) {
-	info, ten, ok := p.find(w, r, tenant, name)
+func (p *Protocol) read(w http.ResponseWriter, r *http.Request, at place) {
+	info, ten, ok := p.find(w, r, at)
 	if !ok {
 		return
 	}
+	tenant, name := at.tenant, at.name
 	q := r.URL.Query()
 	live := q.Get("live")
 	if live != "" && live != "long-poll" && live != "sse" {
@@ -121,9 +123,9 @@ func (p *Protocol) read(w http.ResponseWriter, r *http.Request, tenant, name str
 	case live == "sse":
 		p.sse(w, r, info, ten, tenant, name, after, nil)
 	case live == "long-poll" && (after >= info.Head || o.now):
-		p.longPoll(w, r, info, ten, tenant, name, after)
+		p.longPoll(w, r, info, ten, at, after)
 	default:
-		p.catchUp(w, r, info, tenant, name, after, o.now, live != "")
+		p.catchUp(w, r, info, at, after, o.now, live != "")
 	}
 }
 
@@ -164,7 +166,8 @@ func (c *body) wrap(b []byte) []byte {
 }
 
 // catchUp answers a page of the events after after.
-func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, tenant, name string, after int64, now, live bool) {
+func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, at place, after int64, now, live bool) {
+	tenant, name := at.tenant, at.name
 	c := &body{json: jsonMode(info.Config.ContentType)}
 	var b []byte
 	head := info.Head
@@ -208,7 +211,7 @@ func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog
 	if now {
 		h.Set("Cache-Control", "no-store")
 	} else {
-		h.Set("Cache-Control", p.cacheControl())
+		p.cacheable(h, at)
 		tag := `"` + strconv.FormatInt(info.TopicID, 10) + ":" + formatOffset(after) + ":" + formatOffset(next)
 		if closed {
 			tag += ":c"
@@ -228,13 +231,22 @@ func (p *Protocol) catchUp(w http.ResponseWriter, r *http.Request, info *backlog
 	}
 }
 
-// cacheControl is the protocol's advice for catch-up answers: shared
-// caches only when no credentials guard the streams.
-func (p *Protocol) cacheControl() string {
+// cacheable marks a read answer that a cache may keep (a catch-up page,
+// its 304, a long-poll's data): any cache in dev mode, where no
+// credential picks the answer; otherwise the client's own only, keyed by
+// what picks the answer, the token and, on Path, Edgehub-Tenant, so that
+// no other credential's request is ever answered from it.
+func (p *Protocol) cacheable(h http.Header, at place) {
 	if p.g.Dev() {
-		return "public, max-age=60, stale-while-revalidate=300"
+		h.Set("Cache-Control", "public, max-age=60, stale-while-revalidate=300")
+		return
 	}
-	return "private, max-age=60, stale-while-revalidate=300"
+	h.Set("Cache-Control", "private, max-age=60, stale-while-revalidate=300")
+	if at.inPath {
+		h.Add("Vary", "Authorization")
+	} else {
+		h.Add("Vary", "Authorization, Edgehub-Tenant")
+	}
 }
 
 // watch registers a live read with the stream's hub, under the stream
@@ -266,9 +278,20 @@ func (p *Protocol) watch(w http.ResponseWriter, r *http.Request, access httpapi.
 }
 
 // longPoll waits, for at most the long-poll time, for events after
-// after, or the stream's closure.
-func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, access httpapi.Access, tenant, name string, after int64) {
+// after, or the stream's closure. It always answers: however it ends
+// with nothing to hand out (its time is up, its hub ended its
+// subscription, the server ends its streams, its token expired or was
+// revoked, its client left), it answers as its timeout does, so that
+// the client asks again from the same offset, never a bare 200.
+func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlog.StreamInfo, access httpapi.Access, at place, after int64) {
+	tenant, name := at.tenant, at.name
 	h := w.Header()
+	upToDate := func() {
+		streamHeaders(h, info, after)
+		h.Set("Stream-Up-To-Date", "true")
+		h.Set("Stream-Cursor", cursor(r, time.Now()))
+		w.WriteHeader(http.StatusNoContent)
+	}
 	if info.Config.Closed {
 		streamHeaders(h, info, after)
 		h.Set("Stream-Up-To-Date", "true")
@@ -291,21 +314,21 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 		select {
 		case <-sub.Ready():
 			var err error
-			if b, err = sub.Next(r.Context(), c, b, pageBytes); err != nil && c.n == 0 {
-				return // the client left, or the server ends its streams: it asks again
+			if b, err = sub.Next(r.Context(), c, b, pageBytes); err != nil && c.n == 0 && !c.gap {
+				upToDate() // the hub ended the subscription, or the client left
+				return
 			}
 			continue
 		case <-closing:
 		case <-tick.C:
 		case <-timeout.C:
-			streamHeaders(h, info, after)
-			h.Set("Stream-Up-To-Date", "true")
-			h.Set("Stream-Cursor", cursor(r, time.Now()))
-			w.WriteHeader(http.StatusNoContent)
+			upToDate()
 			return
 		case <-r.Context().Done():
+			upToDate()
 			return
 		case <-p.g.Ending().Done():
+			upToDate()
 			return
 		}
 		if !p.reread(r, tenant, name, info) {
@@ -333,7 +356,7 @@ func (p *Protocol) longPoll(w http.ResponseWriter, r *http.Request, info *backlo
 		h.Set("Stream-Up-To-Date", "true")
 	}
 	h.Set("Stream-Cursor", cursor(r, time.Now()))
-	h.Set("Cache-Control", p.cacheControl())
+	p.cacheable(h, at)
 	out := c.wrap(b)
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/names"
+	"github.com/edgehub/edgehub/notify"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -42,8 +44,9 @@ func parseCount(v string, limit int64) (int64, bool) {
 	return n, err == nil && n <= limit
 }
 
-// createConfig reads a PUT's headers.
-func createConfig(r *http.Request) (*backlog.StreamConfig, *refusal.Error) {
+// createConfig reads a PUT's headers; a fork's source is a stream of
+// tenant.
+func createConfig(r *http.Request, tenant string) (*backlog.StreamConfig, *refusal.Error) {
 	h := r.Header
 	c := &backlog.StreamConfig{ContentType: h.Get("Content-Type"), TTL: -1, ForkOffset: -1}
 	ttl, expires := h.Get("Stream-TTL"), h.Get("Stream-Expires-At")
@@ -75,9 +78,10 @@ func createConfig(r *http.Request) (*backlog.StreamConfig, *refusal.Error) {
 		}
 		return c, nil
 	}
-	name, ok := strings.CutPrefix(from, Path)
-	if !ok || name == "" || strings.Contains(name, "/") {
-		return nil, refusal.New(refusal.NotFound, "Stream-Forked-From must be the path of a stream here")
+	name, ok := forkSource(from, tenant)
+	if !ok {
+		return nil, refusal.New(refusal.NotFound, "Stream-Forked-From must be the path of a stream of this tenant: %s{name} or %s%s%s{name}",
+			Path, tenantPath, tenant, tenantStreams)
 	}
 	c.ForkOf = name
 	if v := h.Get("Stream-Fork-Offset"); v != "" {
@@ -97,6 +101,44 @@ func createConfig(r *http.Request) (*backlog.StreamConfig, *refusal.Error) {
 		c.ForkSub = n
 	}
 	return c, nil
+}
+
+// forkSource is the name of the stream that a Stream-Forked-From path
+// names, in either route's form (its segments percent-decoded, as the
+// router decodes them); the tenant form must name tenant, the request's
+// own: a fork never reaches into another tenant.
+func forkSource(from, tenant string) (string, bool) {
+	name, ok := strings.CutPrefix(from, Path)
+	if !ok {
+		var rest, in string
+		if rest, ok = strings.CutPrefix(from, tenantPath); !ok {
+			return "", false
+		}
+		if in, name, ok = strings.Cut(rest, tenantStreams); !ok {
+			return "", false
+		}
+		if t, err := url.PathUnescape(in); err != nil || t != tenant {
+			return "", false
+		}
+	}
+	if strings.Contains(name, "/") {
+		return "", false
+	}
+	name, err := url.PathUnescape(name)
+	return name, err == nil && names.Valid(name)
+}
+
+// mayFork checks that a fork's credentials may read its source, as a
+// direct read of it must: a fork copies what the source holds. It looks
+// at names only, before anything is read, so that a source that does not
+// exist and one the token may not read are refused alike, and a fork is
+// no oracle of names. A webhook signature grants no read.
+func (p *Protocol) mayFork(r *http.Request, tenant, source string, via notify.Credentials) *refusal.Error {
+	if via == notify.Signature {
+		return refusal.New(refusal.Forbidden, "a fork reads its source: it needs a token that may subscribe to it, not a webhook signature")
+	}
+	_, aerr := p.g.AuthorizeRead(r, tenant, source)
+	return aerr
 }
 
 // messages turns a body into the events that store it: in JSON mode one
@@ -167,11 +209,14 @@ func keyed(r *http.Request, events []event.Event, contentType string) *refusal.E
 }
 
 // create is PUT: create the stream, or confirm it.
-func (p *Protocol) create(w http.ResponseWriter, r *http.Request, tenant, name string) {
+func (p *Protocol) create(w http.ResponseWriter, r *http.Request, at place) {
+	tenant, name := at.tenant, at.name
 	var c *backlog.StreamConfig
-	a, aerr := p.g.Admit(w, r, tenant, name, func() *refusal.Error {
+	a, aerr := p.g.Admit(w, r, tenant, name, func(via notify.Credentials) *refusal.Error {
 		var aerr *refusal.Error
-		c, aerr = createConfig(r)
+		if c, aerr = createConfig(r, tenant); aerr == nil && c.ForkOf != "" {
+			aerr = p.mayFork(r, tenant, c.ForkOf, via)
+		}
 		return aerr
 	})
 	defer a.Release()
@@ -204,7 +249,7 @@ func (p *Protocol) create(w http.ResponseWriter, r *http.Request, tenant, name s
 		status := http.StatusOK
 		if sr.Outcome == backlog.StreamDone {
 			status = http.StatusCreated
-			w.Header().Set("Location", location(r, name))
+			w.Header().Set("Location", location(r, at))
 		}
 		w.WriteHeader(status)
 	case backlog.ForkSourceMissing:
@@ -216,13 +261,14 @@ func (p *Protocol) create(w http.ResponseWriter, r *http.Request, tenant, name s
 	}
 }
 
-// location is the stream's absolute URL, as the request reached it.
-func location(r *http.Request, name string) string {
+// location is the stream's absolute URL, as the request reached it, in
+// its route's form.
+func location(r *http.Request, at place) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + Path + name
+	return scheme + "://" + r.Host + at.path()
 }
 
 // appendOp reads a POST's headers.
@@ -258,9 +304,10 @@ func boolCount(bs ...bool) int {
 }
 
 // append is POST: append, close, or both.
-func (p *Protocol) append(w http.ResponseWriter, r *http.Request, tenant, name string) {
+func (p *Protocol) append(w http.ResponseWriter, r *http.Request, at place) {
+	tenant, name := at.tenant, at.name
 	var op *backlog.StreamOp
-	a, aerr := p.g.Admit(w, r, tenant, name, func() *refusal.Error {
+	a, aerr := p.g.Admit(w, r, tenant, name, func(notify.Credentials) *refusal.Error {
 		var aerr *refusal.Error
 		op, aerr = appendOp(r)
 		return aerr
@@ -349,7 +396,8 @@ func (p *Protocol) append(w http.ResponseWriter, r *http.Request, tenant, name s
 }
 
 // delete is DELETE.
-func (p *Protocol) delete(w http.ResponseWriter, r *http.Request, tenant, name string) {
+func (p *Protocol) delete(w http.ResponseWriter, r *http.Request, at place) {
+	tenant, name := at.tenant, at.name
 	ten, aerr := p.g.AuthorizeWrite(r, tenant, name)
 	if aerr != nil {
 		p.g.WriteError(w, aerr)

@@ -102,11 +102,13 @@ func (a *Admission) Body() []byte { return a.ad.body }
 func (a *Admission) Release() { a.ad.release() }
 
 // Admit checks a write's credentials (a token, or a webhook signature
-// over its body), the tenant's rate, then options, and reads its body,
-// as a native publish is admitted. The Admission must be released, even
-// with a refusal.
-func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, tenant, topic string, options func() *refusal.Error) (*Admission, *refusal.Error) {
-	ad, aerr := g.s.admitPublish(w, r, tenant, topic, func(notify.Credentials) *refusal.Error { return options() })
+// over its body), the tenant's rate, then options, which are told how
+// the request got in (a check that needs more than the write's grant,
+// such as a fork's read of its source, cannot pass on a signature), and
+// reads its body, as a native publish is admitted. The Admission must be
+// released, even with a refusal.
+func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, tenant, topic string, options func(via notify.Credentials) *refusal.Error) (*Admission, *refusal.Error) {
+	ad, aerr := g.s.admitPublish(w, r, tenant, topic, options)
 	return &Admission{ad: ad}, aerr
 }
 
