@@ -177,7 +177,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, req *backlog.Pub
 		writeError(w, refusal.New(refusal.Unavailable, "the event could not be committed; retry with the same idempotency key"))
 		return res, false
 	case errors.Is(err, backlog.ErrNoTenant):
-		writeError(w, unauthorized())
+		writeError(w, fromAuth(errRevoked))
 		return res, false
 	case errors.Is(err, backlog.ErrKeyReused):
 		writeError(w, refusal.New(refusal.IdempotencyKeyReused,
