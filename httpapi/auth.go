@@ -117,7 +117,10 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 // several topics). A tenant that does not exist is checked as a tenant
 // with no secret that verifies anything and no issuers (auth.Nobody), so
 // that a token gets from it exactly the answer it gets from a tenant whose
-// keys do not verify it.
+// keys do not verify it; no other tenant's secret is looked up for it
+// either, so another tenant's good token is 401 there, as the contract
+// has a missing tenant's routes answer (an existing tenant tells it
+// apart, 403).
 func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal.Error) {
 	if s.cfg.Dev {
 		every := auth.Everything()
@@ -135,7 +138,7 @@ func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal
 	// so the generation returned is the one whose secret signed it.
 	lookup := func(ctx context.Context, name string) (auth.Tenant, error) {
 		switch {
-		case name == tenant && missing:
+		case missing:
 			return t, backlog.ErrNoTenant
 		case name == tenant:
 			return t, nil
