@@ -132,7 +132,7 @@ func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal
 	}
 	raw := token(r)
 	if raw == "" {
-		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "none", absent(missing, tenant, errNoCredentials))
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "none", absent(missing, errNoCredentials))
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
@@ -155,18 +155,19 @@ func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal
 			s.deps.Logger.Error("check a token", "tenant", tenant, "err", err)
 			return Access{Tenant: t}, refusal.New(refusal.Unavailable, "the credentials could not be checked")
 		}
-		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "token", absent(missing, tenant, err))
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "token", absent(missing, err))
 	}
 	return Access{Tenant: t, Token: tok}, nil
 }
 
-// absent adds to the logged reason err that the tenant does not exist,
-// when it does not: the server's log says so, the answer does not.
-func absent(missing bool, tenant string, err error) error {
+// absent adds to the logged reason err that the tenant does not exist
+// (backlog.ErrNoTenant), when it does not: the server's log says so, the
+// answer does not.
+func absent(missing bool, err error) error {
 	if !missing {
 		return err
 	}
-	return fmt.Errorf("%w (tenant %s does not exist)", err, tenant)
+	return fmt.Errorf("%w (%w)", err, backlog.ErrNoTenant)
 }
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
@@ -192,7 +193,7 @@ func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBod
 		return t, nil, notify.Signature, aerr
 	}
 	if err := auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()); err != nil {
-		return t, body, notify.Signature, s.refuseCredentials(r, tenant, topic, "webhook", absent(missing, tenant, err))
+		return t, body, notify.Signature, s.refuseCredentials(r, tenant, topic, "webhook", absent(missing, err))
 	}
 	return t, body, notify.Signature, nil
 }
@@ -227,7 +228,7 @@ func (s *Server) tenant(r *http.Request, name, topic, via string) (auth.Tenant, 
 	if via == "none" {
 		reason = errNoCredentials
 	}
-	return t, s.refuseCredentials(r, name, topic, via, absent(true, name, reason))
+	return t, s.refuseCredentials(r, name, topic, via, absent(true, reason))
 }
 
 // errNoCredentials is the refusal of a request that presented none.
