@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -129,7 +132,8 @@ func withHeader(h map[string]string, k, v string) map[string]string {
 // Every 401 says which check failed, with the same message on a native
 // route, on a Mercure publish (in the JSON and as the challenge's
 // error_description, with error="invalid_token" unless no token was
-// presented) and on a Durable Streams read.
+// presented) and on a Durable Streams read; and a webhook signature's
+// three checks on a native publish, its signature before its timestamp.
 func TestEvery401SaysWhichCheckFailedOnEveryProtocol(t *testing.T) {
 	p, secret := policyServer(t)
 	if a := p.putIssuer(t, "app", `{"issuer":"app","alg":"HS256","key":"`+appSecret+`","max_ttl":"1h"}`); a.status != 201 {
@@ -178,6 +182,31 @@ func TestEvery401SaysWhichCheckFailedOnEveryProtocol(t *testing.T) {
 		}
 		if mercure.challenge != want {
 			t.Errorf("%s: Mercure's challenge %q, want %q", tc.name, mercure.challenge, want)
+		}
+	}
+	st, _, b := do(t, "GET", p.base+"/v1/admin/tenants/acme", policyKey, "")
+	var ten struct {
+		WebhookSecret string `json:"webhook_secret"`
+	}
+	if st != 200 || json.Unmarshal(b, &ten) != nil {
+		t.Fatalf("read acme: %d %s", st, b)
+	}
+	notify := p.topicURL("orders", "notify")
+	noID := signed(t, notify, ten.WebhookSecret, "msg_1", now, `1`)
+	noID.Header.Del("webhook-id")
+	for _, tc := range []struct {
+		name string
+		req  *http.Request
+		says string
+	}{
+		{"a webhook without webhook-id", noID, "malformed webhook signature"},
+		{"a webhook signed with another secret", signed(t, notify, "whsec_"+base64.StdEncoding.EncodeToString([]byte("another key")), "msg_2", now, `1`), "bad signature: no webhook-signature"},
+		{"a webhook signed with another secret, stale", signed(t, notify, "whsec_"+base64.StdEncoding.EncodeToString([]byte("another key")), "msg_3", now.Add(-time.Hour), `1`), "bad signature: no webhook-signature"},
+		{"a webhook well signed, stale", signed(t, notify, ten.WebhookSecret, "msg_4", now.Add(-time.Hour), `1`), "timestamp out of range"},
+	} {
+		st, b := send(t, tc.req)
+		if a := (answer{status: st, body: string(b)}); st != 401 || !strings.HasPrefix(a.message(t), tc.says) {
+			t.Errorf("%s: %d %s, want 401 saying %q", tc.name, st, b, tc.says)
 		}
 	}
 }
@@ -442,4 +471,57 @@ func TestTokenWithoutExpEndsOnlyByRevocation(t *testing.T) {
 func challenge(h http.Header) string {
 	c, _, _ := strings.Cut(h.Get("WWW-Authenticate"), `, error_description="`)
 	return c
+}
+
+// Webhook bodies sent to tenants that do not exist are read, as a wrong
+// signature's are, from the same budget of bodies awaiting their
+// signature, within the client address's share: 200 stalled uploads from
+// one address, each to another tenant that does not exist, hold at most
+// that share (8 MiB of the default 128 MiB of --max-publish-bytes: a
+// quarter for unsigned bodies, a quarter of that per address), the rest
+// are refused 429 at once, and a real tenant's signed webhooks from
+// another address go through meanwhile.
+func TestWebhookBodiesOfTenantsThatDoNotExistAreBounded(t *testing.T) {
+	p, secrets, _ := fairServer(t, []string{"vic"})
+	anon := http.Header{"Webhook-Id": {"m"}, "Webhook-Timestamp": {strconv.FormatInt(time.Now().Unix(), 10)}, "Webhook-Signature": {"v1,bm9wZQ=="}}
+	const uploads, share = 200, 8 << 20
+	answers := make(chan int, uploads)
+	for i := range uploads {
+		u := p.upload(t, "127.0.0.3", fmt.Sprintf("/v1/tenants/ghost-%d/topics/t/notify", i), anon, 1<<20, []byte(`"`))
+		go func() {
+			u.SetReadDeadline(time.Now().Add(2 * wait))
+			resp, err := http.ReadResponse(bufio.NewReader(u), nil)
+			if err != nil {
+				answers <- -1
+				return
+			}
+			resp.Body.Close()
+			answers <- resp.StatusCode
+		}()
+	}
+	// Each held upload takes a piece of 64 KiB: 128 pieces fill the share.
+	refused := 0
+	for refused < uploads-share/(64<<10) {
+		select {
+		case status := <-answers:
+			if status != http.StatusTooManyRequests {
+				t.Fatalf("an upload to a tenant that does not exist ended with %d after %d were refused", status, refused)
+			}
+			refused++
+		case <-time.After(wait):
+			t.Fatalf("%d uploads refused, and they hold %d bytes", refused, p.held(t, "unsigned_bodies"))
+		}
+	}
+	held := p.held(t, "unsigned_bodies")
+	t.Logf("%d uploads to tenants that do not exist: %d refused, %d bytes held (the share: %d)", uploads, refused, held, share)
+	if held > share {
+		t.Fatalf("uploads to tenants that do not exist hold %d bytes, over the address's share of %d", held, share)
+	}
+	event := `"` + strings.Repeat("v", 100<<10) + `"`
+	for i := range 10 {
+		req := signed(t, p.base+"/v1/tenants/vic/topics/pay/notify", secrets["vic"].WebhookSecret, fmt.Sprintf("msg_%d", i), time.Now(), event)
+		if status, b := send(t, req); status != http.StatusCreated {
+			t.Fatalf("signed webhook %d of a real tenant: %d %s", i, status, b)
+		}
+	}
 }
