@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -71,11 +70,6 @@ func Mint(t Tenant, publish, subscribe []string, ttl time.Duration, now time.Tim
 	return s, nil
 }
 
-// ErrTooLong refuses a token whose exp lies further ahead than the
-// longest lifetime allowed: a tenant holds its own signing secret and
-// could otherwise sign itself a token that never expires.
-var ErrTooLong = fmt.Errorf("%w: the token lives longer than allowed", ErrUnauthorized)
-
 // TenantOf is the tenant a token claims, read without checking it, for a
 // route whose path names no tenant: Token then checks the token against
 // that tenant's secret.
@@ -91,34 +85,39 @@ func TenantOf(raw string) string {
 // golang-jwt decodes them with, matches names without regard to case.
 var claimNames = []string{"tenant", "publish", "subscribe", "mercure", "authorization_details", "iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
 
-// strictClaims refuses what golang-jwt lets through, reading the claims
-// payload of a token whose signature is good as they are: a claim of
-// claimNames spelled otherwise ("EXP", "Tenant"), which would stand in
-// for it unseen; an exp or nbf that is not a JSON number (the library
-// reads "1999999999", a string, as a date); an aud, when there is one,
-// that does not hold audience (aud is the token's, as parsed), unless
-// audience is empty.
-func strictClaims(payload []byte, aud []string, audience string) error {
-	var claims map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		return fmt.Errorf("%w: the claims are not a JSON object: %v", ErrUnauthorized, err)
+// readClaims reads the claims of a token whose signature is good, as
+// they are written, refusing (Malformed) what golang-jwt would let
+// through: a claim of claimNames spelled otherwise ("EXP", "Tenant"),
+// which would stand in for it unseen; an exp or nbf that is not a JSON
+// number (the library reads "1999999999", a string, as a date); a claim
+// of the wrong type. It returns the claims, which names the token holds,
+// and the payload, for the grants.
+func readClaims(raw string) (Claims, map[string]json.RawMessage, []byte, error) {
+	var c Claims
+	payload, err := claimsOf(raw)
+	if err != nil {
+		return c, nil, nil, err
 	}
-	for name := range claims {
+	var present map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &present); err != nil {
+		return c, nil, nil, Refuse(Malformed, "the claims are not a JSON object: %v", err)
+	}
+	for name := range present {
 		for _, known := range claimNames {
 			if name != known && strings.EqualFold(name, known) {
-				return fmt.Errorf("%w: the claim %q is not spelled %q", ErrUnauthorized, name, known)
+				return c, nil, nil, Refuse(Malformed, "the claim %q is not spelled %q", name, known)
 			}
 		}
 	}
 	for _, name := range []string{"exp", "nbf"} {
-		if v, ok := claims[name]; ok && !isNumber(v) {
-			return fmt.Errorf("%w: the claim %s is not a JSON number", ErrUnauthorized, name)
+		if v, ok := present[name]; ok && !isNumber(v) {
+			return c, nil, nil, Refuse(Malformed, "the claim %s is not a JSON number", name)
 		}
 	}
-	if _, ok := claims["aud"]; ok && audience != "" && !slices.Contains(aud, audience) {
-		return fmt.Errorf("%w: the token's aud does not hold %q", ErrUnauthorized, audience)
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return c, nil, nil, Refuse(Malformed, "a claim is not of its type: %v", err)
 	}
-	return nil
+	return c, present, payload, nil
 }
 
 // isNumber reports whether v, a valid JSON value, is a number.

@@ -3,7 +3,6 @@ package auth
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,7 +130,7 @@ type detailTopic struct {
 func grants(payload []byte) (publish, subscribe Grant, payloads Payloads, err error) {
 	var c grantClaims
 	if err := json.Unmarshal(payload, &c); err != nil {
-		return publish, subscribe, payloads, fmt.Errorf("%w: the grants are malformed: %v", ErrUnauthorized, err)
+		return publish, subscribe, payloads, Refuse(Malformed, "the grants are malformed: %v", err)
 	}
 	n := len(c.Publish) + len(c.Subscribe)
 	if c.Mercure != nil {
@@ -153,13 +152,13 @@ func grants(payload []byte) (publish, subscribe Grant, payloads Payloads, err er
 	for _, raw := range c.Details {
 		var d detail
 		if err := json.Unmarshal(raw, &d); err != nil {
-			return publish, subscribe, payloads, fmt.Errorf("%w: an authorization detail is malformed: %v", ErrUnauthorized, err)
+			return publish, subscribe, payloads, Refuse(Malformed, "an authorization detail is malformed: %v", err)
 		}
 		if d.Type != mercureDetailType {
 			continue // another API's, not ours to judge
 		}
 		if len(d.Actions) == 0 || len(d.Topics) == 0 {
-			return publish, subscribe, payloads, fmt.Errorf("%w: a Mercure authorization detail needs actions and topics", ErrUnauthorized)
+			return publish, subscribe, payloads, Refuse(Malformed, "a Mercure authorization detail needs actions and topics")
 		}
 		if n += len(d.Topics); n > maxGrantSelectors {
 			break
@@ -184,7 +183,7 @@ func grants(payload []byte) (publish, subscribe Grant, payloads Payloads, err er
 		}
 	}
 	if n > maxGrantSelectors {
-		return Grant{}, Grant{}, Payloads{}, fmt.Errorf("%w: the token carries more than %d selectors", ErrUnauthorized, maxGrantSelectors)
+		return Grant{}, Grant{}, Payloads{}, Refuse(Malformed, "the token carries more than %d selectors", maxGrantSelectors)
 	}
 	return publish, subscribe, payloads, nil
 }
@@ -193,7 +192,7 @@ func grants(payload []byte) (publish, subscribe Grant, payloads Payloads, err er
 func detailMatcher(raw json.RawMessage) (match.Matcher, error) {
 	var t detailTopic
 	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) || json.Unmarshal(raw, &t) != nil || t.Match == nil || *t.Match == "" {
-		return match.Matcher{}, fmt.Errorf("%w: a Mercure detail's topic is an object with a non-empty match", ErrUnauthorized)
+		return match.Matcher{}, Refuse(Malformed, "a Mercure detail's topic is an object with a non-empty match")
 	}
 	kind := match.Exact
 	switch t.MatchType {
@@ -201,11 +200,11 @@ func detailMatcher(raw json.RawMessage) (match.Matcher, error) {
 	case "urlpattern":
 		kind = match.URLPattern
 	default:
-		return match.Matcher{}, fmt.Errorf("%w: match_type %q unknown", ErrUnauthorized, t.MatchType)
+		return match.Matcher{}, Refuse(Malformed, "match_type %q unknown", t.MatchType)
 	}
 	m, err := match.Compile(kind, *t.Match)
 	if err != nil {
-		return m, fmt.Errorf("%w: %v", ErrUnauthorized, err)
+		return m, Refuse(Malformed, "%v", err)
 	}
 	if kind == match.Exact && *t.Match == "*" {
 		m = match.All() // the protocol's wildcard, whatever the kind

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -24,6 +25,20 @@ type Issuer struct {
 	// Key is a PEM public key, or an HS algorithm's secret, which no
 	// answer ever holds (Public).
 	Key string `json:"key,omitempty"`
+	// MaxTTL caps how far ahead its tokens' exp may lie, a Go duration
+	// kept as it was given ("0s": no cap); empty, the server's
+	// --max-token-ttl applies, whatever it is when a token is checked.
+	MaxTTL string `json:"max_ttl,omitempty"`
+	// ExpOptional accepts its tokens without exp (the registration's
+	// require_exp false): an application that signs tokens the way
+	// Mercure's documentation shows, with no exp, needs it; such tokens
+	// end only by revocation. The zero value, an issuer as the contract
+	// first had them, requires exp.
+	ExpOptional bool `json:"-"`
+	// Actions are what its tokens may grant (DefaultActions, or
+	// SubscribeOnly: a subscriber's key never publishes, whatever the
+	// claims it signs say).
+	Actions []string `json:"actions"`
 	// Version changes with every registration under the name: a stream
 	// opened with an older one ends, and cached keys of it are unused.
 	Version int64 `json:"-"`
@@ -59,15 +74,42 @@ const MinSecret = 32
 // ErrInvalidIssuer says what is wrong with an issuer's registration.
 var ErrInvalidIssuer = errors.New("invalid issuer")
 
+// The actions an issuer's tokens may grant, as a registration names them.
+const (
+	ActionPublish   = "publish"
+	ActionSubscribe = "subscribe"
+)
+
+// DefaultActions are an issuer's actions when its registration names
+// none, and SubscribeOnly those of a subscriber's key; these two, in
+// this order, are the only ones an issuer may have.
+func DefaultActions() []string { return []string{ActionPublish, ActionSubscribe} }
+
+// SubscribeOnly is the actions of an issuer whose tokens never publish.
+func SubscribeOnly() []string { return []string{ActionSubscribe} }
+
+// maxTTLBytes bounds max_ttl as given: a duration is a few bytes.
+const maxTTLBytes = 64
+
 // Check refuses a registration that could not verify tokens: exactly one
 // of jwks_url and alg+key; a URL that is absolute https (or http when
-// allowHTTP); an algorithm of the families; a key that parses for it.
+// allowHTTP); an algorithm of the families; a key that parses for it;
+// a max_ttl that is no duration of 0s or more; actions other than
+// DefaultActions or SubscribeOnly.
 func (iss *Issuer) Check(allowHTTP bool) error {
 	const maxField = 2048
 	for name, v := range map[string]string{"issuer": iss.Issuer, "audience": iss.Audience, "jwks_url": iss.JWKSURL} {
 		if len(v) > maxField || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return fmt.Errorf("%w: %s is at most %d bytes of printable characters", ErrInvalidIssuer, name, maxField)
 		}
+	}
+	if iss.MaxTTL != "" {
+		if d, err := time.ParseDuration(iss.MaxTTL); err != nil || d < 0 || len(iss.MaxTTL) > maxTTLBytes {
+			return fmt.Errorf(`%w: max_ttl is a duration of 0s or more, such as "1h" or "720h" ("0s": no cap)`, ErrInvalidIssuer)
+		}
+	}
+	if !slices.Equal(iss.Actions, DefaultActions()) && !slices.Equal(iss.Actions, SubscribeOnly()) {
+		return fmt.Errorf(`%w: actions is ["publish", "subscribe"] (the default) or ["subscribe"]`, ErrInvalidIssuer)
 	}
 	switch {
 	case iss.JWKSURL != "" && (iss.Alg != "" || iss.Key != ""):
@@ -92,6 +134,68 @@ func (iss *Issuer) Check(allowHTTP bool) error {
 		return fmt.Errorf("%w: %v", ErrInvalidIssuer, err)
 	}
 	return nil
+}
+
+// maxTTL is the issuer's own cap on its tokens' lifetimes, and whether
+// it has one (else the server's applies). A value that does not parse,
+// which Check refuses, counts as none.
+func (iss *Issuer) maxTTL() (time.Duration, bool) {
+	if iss.MaxTTL == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(iss.MaxTTL)
+	return d, err == nil
+}
+
+// Cap is how far ahead of a check its tokens' exp may lie (0: no cap),
+// given server, the server's --max-token-ttl.
+func (iss *Issuer) Cap(server time.Duration) time.Duration {
+	if d, own := iss.maxTTL(); own {
+		return d
+	}
+	return server
+}
+
+// Allows says whether its tokens may grant action.
+func (iss *Issuer) Allows(action Action) bool {
+	name := ActionSubscribe
+	if action == Publish {
+		name = ActionPublish
+	}
+	return slices.Contains(iss.Actions, name)
+}
+
+// RevokedUntil is until when a revoked jti must stay revoked for a
+// token of the issuer, signed at now, to stay refused: the zero time for
+// ever (it accepts tokens without exp, or caps nothing). own is false
+// when its cap is the server's, which the revocation's own end already
+// covers.
+func (iss *Issuer) RevokedUntil(now time.Time) (until time.Time, own bool) {
+	d, own := iss.maxTTL()
+	switch {
+	case iss.ExpOptional || own && d == 0:
+		return time.Time{}, true
+	case !own:
+		return time.Time{}, false
+	}
+	return now.Add(d + Leeway), true
+}
+
+// KeepRevoked is until when a revocation of a token id must be kept,
+// made at now: until is what the server's own cap asks (zero: for ever),
+// and the tenant's issuers may ask longer, or for ever.
+func KeepRevoked(until, now time.Time, issuers []Issuer) time.Time {
+	for i := range issuers {
+		u, own := issuers[i].RevokedUntil(now)
+		switch {
+		case !own:
+		case u.IsZero():
+			return time.Time{}
+		case !until.IsZero() && u.After(until):
+			until = u
+		}
+	}
+	return until
 }
 
 // Public is the issuer as an answer may show it: an HS secret left out.

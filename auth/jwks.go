@@ -120,7 +120,8 @@ func (j *JWKS) evict() {
 // keys are the keys of the set at rawURL, kept under id, that may verify
 // a token with kid (empty: every key). A kid the set lacks fetches it
 // again, unless a fetch ended in the last JWKSRefetch; so does a set
-// whose keys expired. While the keys cannot be had, the error says why.
+// whose keys expired. While the keys cannot be had, the error says why;
+// a kid the fresh set lacks is refused as BadSignature.
 func (j *JWKS) keys(ctx context.Context, id, rawURL, kid string) ([]jwk, error) {
 	s := j.set(id, j.now())
 	fetchedHere := false
@@ -137,7 +138,7 @@ func (j *JWKS) keys(ctx context.Context, id, rawURL, kid string) ([]jwk, error) 
 			err := s.err
 			s.mu.Unlock()
 			if err == nil && fresh {
-				err = fmt.Errorf("no key with kid %q in the issuer's JWKS", kid)
+				err = Refuse(BadSignature, "no key with kid %q in the issuer's JWKS", kid)
 			} else if err == nil {
 				err = errors.New("the issuer's JWKS expired")
 			}

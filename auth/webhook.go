@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,23 +21,35 @@ func HasWebhook(h http.Header) bool {
 // Webhook verifies a Standard Webhooks signature: webhook-signature holds
 // one or more space-separated "v1,<base64 HMAC-SHA256>" of
 // "id.timestamp.body", keyed with the base64 part of the whsec_ secret.
-// Any one matching signature is enough; comparison is constant-time.
+// Any one matching signature is enough; comparison is constant-time. The
+// signature is checked before the timestamp it covers, so that only a
+// signed request learns of its clock. An empty secret, a tenant's that
+// does not exist, verifies nothing, by the same steps.
 func Webhook(secret string, h http.Header, body []byte, now time.Time) error {
 	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
 	if id == "" || ts == "" || sigs == "" {
-		return fmt.Errorf("%w: webhook-id, webhook-timestamp and webhook-signature are all required", ErrUnauthorized)
+		return Refuse(WebhookMalformed, "webhook-id, webhook-timestamp and webhook-signature are all required")
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: webhook-timestamp is not a Unix time", ErrUnauthorized)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > WebhookTolerance || d < -WebhookTolerance {
-		return fmt.Errorf("%w: webhook-timestamp is more than %v off", ErrUnauthorized, WebhookTolerance)
+		return Refuse(WebhookMalformed, "webhook-timestamp is not a Unix time")
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
-		return fmt.Errorf("%w: tenant webhook secret is not base64", ErrUnauthorized)
+		return Refuse(WebhookSignature, "tenant webhook secret is not base64")
 	}
+	if !signed(key, id, ts, sigs, body) || secret == "" {
+		return Refuse(WebhookSignature, "no webhook signature matches")
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > WebhookTolerance || d < -WebhookTolerance {
+		return Refuse(WebhookTimestamp, "webhook-timestamp is more than %v off", WebhookTolerance)
+	}
+	return nil
+}
+
+// signed says whether one of sigs is the v1 signature of id, ts and body
+// with key.
+func signed(key []byte, id, ts, sigs string, body []byte) bool {
 	want := Sign(key, id, ts, body)
 	for _, sig := range strings.Fields(sigs) {
 		version, b64, ok := strings.Cut(sig, ",")
@@ -47,10 +58,10 @@ func Webhook(secret string, h http.Header, body []byte, now time.Time) error {
 		}
 		got, err := base64.StdEncoding.DecodeString(b64)
 		if err == nil && hmac.Equal(got, want) {
-			return nil
+			return true
 		}
 	}
-	return fmt.Errorf("%w: no webhook signature matches", ErrUnauthorized)
+	return false
 }
 
 // Sign computes the HMAC-SHA256 of "id.timestamp.body" with key.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/edgehub/edgehub/auth"
@@ -23,31 +24,55 @@ const MaxIssuers = 16
 
 // Issuers are the issuers the tenant trusts, by name.
 func (s *Store) Issuers(ctx context.Context, tenant string) ([]auth.Issuer, error) {
-	rows, err := s.read.QueryContext(ctx, s.q(`SELECT name, issuer, audience, jwks_url, alg, key, version
-		FROM issuers WHERE tenant = ? ORDER BY name`), tenant)
+	out, err := s.issuers(ctx, s.read, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.seen(ctx)
+}
+
+// issuerColumns are an issuer's columns, in the order scanIssuer reads
+// and PutIssuer writes them.
+const issuerColumns = `name, issuer, audience, jwks_url, alg, key, version, max_ttl, require_exp, actions`
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// issuers reads the tenant's issuers through q.
+func (s *Store) issuers(ctx context.Context, q querier, tenant string) ([]auth.Issuer, error) {
+	rows, err := q.QueryContext(ctx, s.q(`SELECT `+issuerColumns+` FROM issuers WHERE tenant = ? ORDER BY name`), tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read the issuers of %s: %w", tenant, err)
 	}
 	defer rows.Close()
 	var out []auth.Issuer
 	for rows.Next() {
-		var iss auth.Issuer
-		if err := rows.Scan(&iss.Name, &iss.Issuer, &iss.Audience, &iss.JWKSURL, &iss.Alg, &iss.Key, &iss.Version); err != nil {
+		var (
+			iss        auth.Issuer
+			requireExp bool
+			actions    string
+		)
+		if err := rows.Scan(&iss.Name, &iss.Issuer, &iss.Audience, &iss.JWKSURL, &iss.Alg, &iss.Key, &iss.Version,
+			&iss.MaxTTL, &requireExp, &actions); err != nil {
 			return nil, fmt.Errorf("scan an issuer of %s: %w", tenant, err)
 		}
+		iss.ExpOptional, iss.Actions = !requireExp, strings.Fields(actions)
 		out = append(out, iss)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the issuers of %s: %w", tenant, err)
 	}
-	return out, s.seen(ctx)
+	return out, nil
 }
 
 // PutIssuer registers iss for the tenant, with a new version, replacing
 // the one of the same name; created tells which. It returns ErrNoTenant
 // for a tenant the admin API never created, ErrTooManyIssuers past
 // MaxIssuers. A replaced issuer's streams are told to end, as a removed
-// one's are.
+// one's are. The tenant's revocations are kept as long as the issuer's
+// tokens may live (keepRevoked).
 func (s *Store) PutIssuer(ctx context.Context, tenant string, iss auth.Issuer) (_ auth.Issuer, created bool, _ error) {
 	version, err := generation()
 	if err != nil {
@@ -70,11 +95,16 @@ func (s *Store) PutIssuer(ctx context.Context, tenant string, iss auth.Issuer) (
 		if created && n >= MaxIssuers {
 			return ErrTooManyIssuers
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO issuers (tenant, name, issuer, audience, jwks_url, alg, key, version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, name) DO UPDATE SET issuer = excluded.issuer,
-			audience = excluded.audience, jwks_url = excluded.jwks_url, alg = excluded.alg, key = excluded.key, version = excluded.version`),
-			tenant, iss.Name, iss.Issuer, iss.Audience, iss.JWKSURL, iss.Alg, iss.Key, iss.Version); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO issuers (tenant, `+issuerColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, name) DO UPDATE SET issuer = excluded.issuer,
+			audience = excluded.audience, jwks_url = excluded.jwks_url, alg = excluded.alg, key = excluded.key, version = excluded.version,
+			max_ttl = excluded.max_ttl, require_exp = excluded.require_exp, actions = excluded.actions`),
+			tenant, iss.Name, iss.Issuer, iss.Audience, iss.JWKSURL, iss.Alg, iss.Key, iss.Version,
+			iss.MaxTTL, !iss.ExpOptional, strings.Join(iss.Actions, " ")); err != nil {
 			return fmt.Errorf("write issuer %s of %s: %w", iss.Name, tenant, err)
+		}
+		if err := s.keepRevoked(ctx, tx, tenant, iss); err != nil {
+			return err
 		}
 		if created {
 			return nil
@@ -100,15 +130,33 @@ func (s *Store) DeleteIssuer(ctx context.Context, tenant, name string) error {
 	})
 }
 
-// Revoke refuses every token of the tenant with id jti, until (zero:
-// for as long as the row is kept, which a token's exp cannot outlive
-// when the server caps lifetimes), and has every process end the streams
-// such tokens opened. ErrNoTenant for a tenant the admin API never made.
-func (s *Store) Revoke(ctx context.Context, tenant, jti string, until time.Time) error {
-	var at int64
-	if !until.IsZero() {
-		at = until.UnixNano()
+// keepRevoked lengthens, in tx, the tenant's revocations to outlive any
+// token iss may accept from now on: a revoked id stays revoked while a
+// token with it can still be accepted, whichever issuer signs it.
+func (s *Store) keepRevoked(ctx context.Context, tx *sql.Tx, tenant string, iss auth.Issuer) error {
+	until, own := iss.RevokedUntil(time.Now())
+	var err error
+	switch {
+	case !own: // the server's cap, which every revocation's end covers
+	case until.IsZero():
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE revoked_tokens SET until = 0 WHERE tenant = ? AND until > 0`), tenant)
+	default:
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE revoked_tokens SET until = ? WHERE tenant = ? AND until > 0 AND until < ?`),
+			until.UnixNano(), tenant, until.UnixNano())
 	}
+	if err != nil {
+		return fmt.Errorf("keep the revocations of %s for issuer %s: %w", tenant, iss.Name, err)
+	}
+	return nil
+}
+
+// Revoke refuses every token of the tenant with id jti, until (zero:
+// for good), what the server's cap on lifetimes asks, or longer if an
+// issuer of the tenant accepts longer-lived tokens (for good if one
+// accepts tokens without exp or uncapped: auth.KeepRevoked), and has
+// every process end the streams such tokens opened. ErrNoTenant for a
+// tenant the admin API never made.
+func (s *Store) Revoke(ctx context.Context, tenant, jti string, until time.Time) error {
 	return s.inTxOf(ctx, "revocation of a token of "+tenant, []string{tenant}, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM tenants WHERE name = ?`), tenant).Scan(&n); err != nil {
@@ -116,6 +164,14 @@ func (s *Store) Revoke(ctx context.Context, tenant, jti string, until time.Time)
 		}
 		if n == 0 {
 			return ErrNoTenant
+		}
+		issuers, err := s.issuers(ctx, tx, tenant)
+		if err != nil {
+			return err
+		}
+		var at int64
+		if until := auth.KeepRevoked(until, time.Now(), issuers); !until.IsZero() {
+			at = until.UnixNano()
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO revoked_tokens (tenant, jti, until) VALUES (?, ?, ?)
 			ON CONFLICT (tenant, jti) DO UPDATE SET until = excluded.until`), tenant, jti, at); err != nil {

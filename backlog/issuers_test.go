@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,5 +107,127 @@ func TestRevocationsLastUntilPurged(t *testing.T) {
 	mustTenant(t, l, "acme")
 	if revoked("acme", "forever") {
 		t.Fatal("a tenant made again under the name inherits a revocation")
+	}
+}
+
+// An issuer's policy (max_ttl as given, require_exp, actions) is stored
+// with it and read back, replaced with it; an issuer written before the
+// policy columns existed reads as it behaved: the server's cap, exp
+// required, both actions.
+func TestIssuerPolicyIsStored(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	mustTenant(t, l, "acme")
+	byName := func() map[string]auth.Issuer {
+		t.Helper()
+		list, err := l.Issuers(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]auth.Issuer{}
+		for _, iss := range list {
+			out[iss.Name] = iss
+		}
+		return out
+	}
+	sub := auth.Issuer{Name: "sub", Issuer: "app", JWKSURL: "https://idp.test/jwks", MaxTTL: "90m", ExpOptional: true, Actions: auth.SubscribeOnly()}
+	def := auth.Issuer{Name: "def", Issuer: "idp", JWKSURL: "https://idp.test/jwks", Actions: auth.DefaultActions()}
+	for _, iss := range []auth.Issuer{sub, def} {
+		if _, _, err := l.PutIssuer(ctx, "acme", iss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(got, want auth.Issuer) bool {
+		return got.MaxTTL == want.MaxTTL && got.ExpOptional == want.ExpOptional && slices.Equal(got.Actions, want.Actions)
+	}
+	got := byName()
+	if !same(got["sub"], sub) || !same(got["def"], def) {
+		t.Fatalf("read back %+v and %+v", got["sub"], got["def"])
+	}
+	sub.MaxTTL, sub.ExpOptional, sub.Actions = "0s", false, auth.DefaultActions()
+	if _, created, err := l.PutIssuer(ctx, "acme", sub); err != nil || created {
+		t.Fatalf("replace: created %v: %v", created, err)
+	}
+	if got := byName()["sub"]; !same(got, sub) {
+		t.Fatalf("replaced, read back %+v", got)
+	}
+	if _, err := l.exec(ctx, `INSERT INTO issuers (tenant, name, issuer, audience, jwks_url, alg, key, version)
+		VALUES ('acme', 'old', 'old', '', 'https://idp.test/jwks', '', '', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if got := byName()["old"]; !same(got, auth.Issuer{Actions: auth.DefaultActions()}) {
+		t.Fatalf("an issuer of before: %+v", got)
+	}
+}
+
+// A revoked token id stays revoked while a token with it can still be
+// accepted (invariant 5 of plan 051): a revocation lasts the server's
+// cap, or an issuer's longer one; registering an issuer with a longer
+// cap lengthens the tenant's revocations, one that accepts tokens
+// without exp (or uncapped) keeps them for good, and later revocations
+// are for good too; another tenant's are untouched.
+func TestRevocationsOutliveTheLongestLifetime(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	mustTenant(t, l, "acme")
+	mustTenant(t, l, "globex")
+	until := func(tenant, jti string) time.Time {
+		t.Helper()
+		var at int64
+		if err := l.read.QueryRowContext(ctx, l.q(`SELECT until FROM revoked_tokens WHERE tenant = ? AND jti = ?`), tenant, jti).Scan(&at); err != nil {
+			t.Fatalf("revocation %s of %s: %v", jti, tenant, err)
+		}
+		if at == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, at)
+	}
+	now := time.Now()
+	server := now.Add(24*time.Hour + auth.Leeway)
+	put := func(iss auth.Issuer) {
+		t.Helper()
+		iss.JWKSURL, iss.Actions = "https://idp.test/jwks", auth.DefaultActions()
+		if _, _, err := l.PutIssuer(ctx, "acme", iss); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(auth.Issuer{Name: "short", Issuer: "short", MaxTTL: "2h"})
+	put(auth.Issuer{Name: "server", Issuer: "server"})
+	if err := l.Revoke(ctx, "acme", "a", server); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Revoke(ctx, "globex", "g", server); err != nil {
+		t.Fatal(err)
+	}
+	if got := until("acme", "a"); !got.Equal(time.Unix(0, server.UnixNano())) {
+		t.Fatalf("revoked under caps of 2h and the server's: until %v, want the server's %v", got, server)
+	}
+	put(auth.Issuer{Name: "month", Issuer: "month", MaxTTL: "720h"})
+	if got := until("acme", "a"); got.Before(now.Add(720 * time.Hour)) {
+		t.Fatalf("an issuer of 720h registered: until %v", got)
+	}
+	if err := l.Revoke(ctx, "acme", "b", server); err != nil {
+		t.Fatal(err)
+	}
+	if got := until("acme", "b"); got.Before(now.Add(720 * time.Hour)) {
+		t.Fatalf("revoked beside an issuer of 720h: until %v", got)
+	}
+	put(auth.Issuer{Name: "static", Issuer: "static", ExpOptional: true})
+	for _, jti := range []string{"a", "b"} {
+		if got := until("acme", jti); !got.IsZero() {
+			t.Fatalf("an issuer without exp registered: %s until %v, want for good", jti, got)
+		}
+	}
+	if err := l.Revoke(ctx, "acme", "c", server); err != nil {
+		t.Fatal(err)
+	}
+	if got := until("acme", "c"); !got.IsZero() {
+		t.Fatalf("revoked beside an issuer without exp: until %v, want for good", got)
+	}
+	if got := until("globex", "g"); !got.Equal(time.Unix(0, server.UnixNano())) {
+		t.Fatalf("another tenant's revocation: until %v", got)
+	}
+	if n, err := l.PurgeRevoked(ctx, now.Add(100*365*24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("a purge a century on purged %d (want globex's one): %v", n, err)
 	}
 }

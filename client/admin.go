@@ -130,18 +130,30 @@ type Issuer struct {
 	JWKSURL  string `json:"jwks_url,omitempty"`
 	Alg      string `json:"alg,omitempty"`
 	Key      string `json:"key,omitempty"`
+	// MaxTTL caps how far ahead its tokens' exp may lie, a Go duration
+	// ("0s": no cap); empty, the server's --max-token-ttl.
+	MaxTTL string `json:"max_ttl,omitempty"`
+	// RequireExp, false, accepts its tokens without exp; nil in a
+	// registration is true, and an answer always says.
+	RequireExp *bool `json:"require_exp,omitempty"`
+	// Actions are what its tokens may grant: ["publish", "subscribe"]
+	// (nil in a registration) or ["subscribe"].
+	Actions []string `json:"actions,omitempty"`
 }
 
 // PutIssuer registers the issuer under its Name, or replaces the one of
 // that name (ending the streams its tokens opened); created says which.
 func (c *Client) PutIssuer(ctx context.Context, tenant string, is Issuer) (out Issuer, created bool, err error) {
 	body, err := json.Marshal(struct {
-		Issuer   string `json:"issuer,omitempty"`
-		Audience string `json:"audience,omitempty"`
-		JWKSURL  string `json:"jwks_url,omitempty"`
-		Alg      string `json:"alg,omitempty"`
-		Key      string `json:"key,omitempty"`
-	}{is.Issuer, is.Audience, is.JWKSURL, is.Alg, is.Key})
+		Issuer     string   `json:"issuer,omitempty"`
+		Audience   string   `json:"audience,omitempty"`
+		JWKSURL    string   `json:"jwks_url,omitempty"`
+		Alg        string   `json:"alg,omitempty"`
+		Key        string   `json:"key,omitempty"`
+		MaxTTL     string   `json:"max_ttl,omitempty"`
+		RequireExp *bool    `json:"require_exp,omitempty"`
+		Actions    []string `json:"actions,omitempty"`
+	}{is.Issuer, is.Audience, is.JWKSURL, is.Alg, is.Key, is.MaxTTL, is.RequireExp, is.Actions})
 	if err != nil {
 		return out, false, fmt.Errorf("register issuer %s of %s: %w", is.Name, tenant, err)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,12 +14,6 @@ import (
 	"github.com/edgehub/edgehub/notify"
 	"github.com/edgehub/edgehub/refusal"
 )
-
-// unauthorized is the one 401 of every tenant route, whatever was wrong
-// with the credentials (refusal.BadCredentials says why).
-func unauthorized() *refusal.Error {
-	return refusal.New(refusal.Unauthorized, refusal.BadCredentials)
-}
 
 // token finds a bearer token in the Authorization header (the scheme is
 // case-insensitive) or, on a stream's route (queryToken), in
@@ -119,47 +114,68 @@ func (s *Server) authorizeTenant(r *http.Request, tenant, topic string, action a
 
 // grants checks a token of tenant and returns what it grants (dev mode:
 // every topic); topic is the request's, for the log ("" for a route of
-// several topics). A tenant that does not exist has no secret to check
-// against: 401, like a bad token.
+// several topics). A tenant that does not exist is checked as a tenant
+// with no secret that verifies anything and no issuers (auth.Nobody), so
+// that a token gets from it exactly the answer it gets from a tenant whose
+// keys do not verify it; no other tenant's secret is looked up for it
+// either, so another tenant's good token is 401 there, as the contract
+// has a missing tenant's routes answer (an existing tenant tells it
+// apart, 403).
 func (s *Server) grants(r *http.Request, tenant, topic string) (Access, *refusal.Error) {
 	if s.cfg.Dev {
 		every := auth.Everything()
 		return Access{Tenant: auth.Tenant{Name: tenant}, Token: auth.Token{Publish: every, Subscribe: every}}, nil
 	}
-	raw, via := token(r), "token"
-	if raw == "" {
-		via = "none"
-	}
-	t, aerr := s.tenant(r, tenant, topic, via)
+	t, missing, aerr := s.tenantOf(r, tenant)
 	if aerr != nil {
 		return Access{Tenant: t}, aerr
 	}
+	raw := token(r)
 	if raw == "" {
-		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, via, errNoCredentials)
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "none", absent(missing, errNoCredentials))
 	}
 	// The token of this tenant is checked against the very row read above,
 	// so the generation returned is the one whose secret signed it.
 	lookup := func(ctx context.Context, name string) (auth.Tenant, error) {
-		if name == t.Name {
+		switch {
+		case missing:
+			return t, backlog.ErrNoTenant
+		case name == tenant:
 			return t, nil
 		}
 		return s.deps.Tenants.Tenant(ctx, name)
 	}
-	tok, err := s.verifier.Verify(r.Context(), lookup, s.deps.Tenants, raw, tenant, time.Now())
+	var store auth.Store = s.deps.Tenants
+	if missing {
+		store = auth.Nobody
+	}
+	tok, err := s.verifier.Verify(r.Context(), lookup, store, raw, tenant, time.Now())
 	if err != nil {
 		if !errors.Is(err, auth.ErrUnauthorized) && !errors.Is(err, auth.ErrForbidden) {
 			s.deps.Logger.Error("check a token", "tenant", tenant, "err", err)
 			return Access{Tenant: t}, refusal.New(refusal.Unavailable, "the credentials could not be checked")
 		}
-		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "token", err)
+		return Access{Tenant: t}, s.refuseCredentials(r, tenant, topic, "token", absent(missing, err))
 	}
 	return Access{Tenant: t, Token: tok}, nil
+}
+
+// absent adds to the logged reason err that the tenant does not exist
+// (backlog.ErrNoTenant), when it does not: the server's log says so, the
+// answer does not.
+func absent(missing bool, err error) error {
+	if !missing {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, backlog.ErrNoTenant)
 }
 
 // authorizePublish accepts a token or, without one, a Standard Webhooks
 // signature, which covers the body: it reads the body (within the limit)
 // and returns it, so the caller does not read it twice; via tells what let
-// the request in: a token, the signature, or dev mode.
+// the request in: a token, the signature, or dev mode. A tenant that does
+// not exist has its body read too, and checked against no secret: its
+// answer is the one a wrong secret gets.
 func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBody func() ([]byte, *refusal.Error)) (t auth.Tenant, body []byte, via notify.Credentials, aerr *refusal.Error) {
 	switch {
 	case s.cfg.Dev:
@@ -169,54 +185,71 @@ func (s *Server) authorizePublish(r *http.Request, tenant, topic string, readBod
 		a, aerr := s.authorizeTenant(r, tenant, topic, auth.Publish)
 		return a.Tenant, nil, notify.Token, aerr
 	}
-	if t, aerr = s.tenant(r, tenant, topic, "webhook"); aerr != nil {
+	t, missing, aerr := s.tenantOf(r, tenant)
+	if aerr != nil {
 		return t, nil, notify.Signature, aerr
 	}
 	if body, aerr = readBody(); aerr != nil {
 		return t, nil, notify.Signature, aerr
 	}
 	if err := auth.Webhook(t.WebhookSecret, r.Header, body, time.Now()); err != nil {
-		return t, body, notify.Signature, s.refuseCredentials(r, tenant, topic, "webhook", err)
+		return t, body, notify.Signature, s.refuseCredentials(r, tenant, topic, "webhook", absent(missing, err))
 	}
 	return t, body, notify.Signature, nil
 }
 
-// tenant reads the tenant whose credentials a request on topic presents
-// (via says how); one that does not exist has no secret to check them
-// against, and is refused as bad credentials are.
-func (s *Server) tenant(r *http.Request, name, topic, via string) (auth.Tenant, *refusal.Error) {
+// tenantOf reads the tenant whose credentials a request presents;
+// missing when it does not exist (the zero Tenant, whose secrets are
+// empty), which the caller checks them against as a tenant with no keys.
+// Only a failure of the store refuses: 503.
+func (s *Server) tenantOf(r *http.Request, name string) (t auth.Tenant, missing bool, aerr *refusal.Error) {
 	t, err := s.deps.Tenants.Tenant(r.Context(), name)
 	switch {
 	case errors.Is(err, backlog.ErrNoTenant):
-		return t, s.refuseCredentials(r, name, topic, via, err)
+		return auth.Tenant{}, true, nil
 	case err != nil:
 		s.deps.Logger.Error("read tenant", "tenant", name, "err", err)
-		return t, refusal.New(refusal.Unavailable, "the tenant could not be read")
+		return t, false, refusal.New(refusal.Unavailable, "the tenant could not be read")
 	}
-	return t, nil
+	return t, false, nil
 }
 
-// errNoCredentials is the reason logged for a request that presented none.
-var errNoCredentials = errors.New("no token and no webhook signature")
+// tenant reads the tenant of a request on topic whose credentials, if
+// any, were checked already or need none (via says how), and refuses
+// one that does not exist: a request with no credentials (an anonymous
+// subscriber's) for lacking them, as on a tenant that exists; one with
+// a credential because the tenant went away while it was served.
+func (s *Server) tenant(r *http.Request, name, topic, via string) (auth.Tenant, *refusal.Error) {
+	t, missing, aerr := s.tenantOf(r, name)
+	if !missing {
+		return t, aerr
+	}
+	reason := errRevoked
+	if via == "none" {
+		reason = errNoCredentials
+	}
+	return t, s.refuseCredentials(r, name, topic, via, absent(true, reason))
+}
 
-// errRevoked is the reason logged for a request whose tenant was rotated
-// or deleted while it was served.
-var errRevoked = errors.New("the tenant was rotated or deleted while the request was served")
+// errNoCredentials is the refusal of a request that presented none.
+var errNoCredentials = auth.Refuse(auth.Missing, "no token and no webhook signature")
 
-// errTokenRevoked and errIssuerGone are the reasons logged for a stream
-// whose token was revoked, or whose issuer was replaced or removed, while
-// it opened.
+// errRevoked refuses a request whose tenant was rotated or deleted while
+// it was served.
+var errRevoked = auth.Refuse(auth.Revoked, "the tenant was rotated or deleted while the request was served")
+
+// errTokenRevoked and errIssuerGone refuse a stream whose token was
+// revoked, or whose issuer was replaced or removed, while it opened.
 var (
-	errTokenRevoked = errors.New("the token was revoked")
-	errIssuerGone   = errors.New("the token's issuer was replaced or removed")
+	errTokenRevoked = auth.Refuse(auth.Revoked, "the token was revoked")
+	errIssuerGone   = auth.Refuse(auth.Revoked, "the token's issuer was replaced or removed")
 )
 
 // refuseCredentials logs, at warn, why the credentials that a request on
 // tenant/topic presented (via a token, a webhook signature, or none) were
 // refused: a security event. The reason is the auth package's or the
 // store's error, which never holds a credential. It returns the refusal
-// the client gets, which does not say why: one 401 whatever was wrong,
-// or 403 for good credentials that do not cover the request.
+// the client gets (fromAuth).
 func (s *Server) refuseCredentials(r *http.Request, tenant, topic, via string, err error) *refusal.Error {
 	s.deps.Logger.LogAttrs(r.Context(), slog.LevelWarn, "credentials refused",
 		slog.String("via", via), slog.String("tenant", tenant), slog.String("topic", topic),
@@ -224,13 +257,40 @@ func (s *Server) refuseCredentials(r *http.Request, tenant, topic, via string, e
 	return fromAuth(err)
 }
 
+// unauthorized words, for the client, each check a credential can fail:
+// the one place a 401's message is chosen, on every route and protocol.
+// The words never say whether the tenant exists, and keep to the
+// characters an RFC 6750 error_description may hold (Mercure's
+// challenge carries them).
+var unauthorized = map[auth.Reason]string{
+	auth.Missing:          "missing credentials: the request presents no token (and no webhook signature)",
+	auth.Malformed:        "malformed token: not a JWT whose claims are spelled and typed as specified",
+	auth.BadSignature:     "bad signature: no key trusted here verifies the token, or its alg is not accepted",
+	auth.UnknownIssuer:    "unknown issuer: no issuer trusted here signs tokens with the token's iss (or without one)",
+	auth.KeysUnavailable:  "issuer keys unavailable: the keys of the token's issuer cannot be fetched now",
+	auth.Expired:          "expired token: its exp is past, beyond 30 s of leeway",
+	auth.NotYetValid:      "token not yet valid: its nbf is ahead, beyond 30 s of leeway",
+	auth.NoExp:            "no exp: the token has no exp, and its issuer requires one",
+	auth.TooLong:          "lifetime over the cap: the token's exp is further ahead than its issuer allows",
+	auth.Revoked:          "revoked: the token, or what it was checked against, was revoked",
+	auth.Audience:         "audience: the token's aud does not hold the audience expected here",
+	auth.WebhookMalformed: "malformed webhook signature: webhook-id, webhook-timestamp (Unix seconds) and webhook-signature are all required",
+	auth.WebhookSignature: "bad signature: no webhook-signature matches the webhook secret",
+	auth.WebhookTimestamp: "timestamp out of range: webhook-timestamp is more than 5 minutes from the server's clock",
+}
+
+// fromAuth is the answer to a credential check's error: 403 for good
+// credentials that do not cover the request, 401 saying which check
+// failed, 503 for a check that could not be made.
 func fromAuth(err error) *refusal.Error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, auth.ErrForbidden):
 		return refusal.New(refusal.Forbidden, "the credentials do not cover this tenant, topic or action")
-	default:
-		return unauthorized()
 	}
+	if message, ok := unauthorized[auth.ReasonOf(err)]; ok {
+		return refusal.New(refusal.Unauthorized, "%s", message)
+	}
+	return refusal.New(refusal.Unavailable, "the credentials could not be checked")
 }

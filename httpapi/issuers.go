@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -48,13 +49,41 @@ func (s *Server) adminNamedRoute(param string, valid func(string) bool, rule str
 func validJTI(jti string) bool { return jti != "" && len(jti) <= maxJTI }
 
 // issuerRequest is a registration's body: where the issuer's keys come
-// from, and what its tokens must say.
+// from, what its tokens must say, and its policy (absent fields take
+// their defaults).
 type issuerRequest struct {
-	Issuer   string `json:"issuer"`
-	Audience string `json:"audience"`
-	JWKSURL  string `json:"jwks_url"`
-	Alg      string `json:"alg"`
-	Key      string `json:"key"`
+	Issuer     string   `json:"issuer"`
+	Audience   string   `json:"audience"`
+	JWKSURL    string   `json:"jwks_url"`
+	Alg        string   `json:"alg"`
+	Key        string   `json:"key"`
+	MaxTTL     string   `json:"max_ttl"`
+	RequireExp *bool    `json:"require_exp"`
+	Actions    []string `json:"actions"`
+}
+
+// issuer is the registration of name that req asks for, its defaults
+// filled in: the server's cap (max_ttl absent, null or empty), exp
+// required, both actions. Actions are a set: their order is the
+// canonical one.
+func (req *issuerRequest) issuer(name string) auth.Issuer {
+	iss := auth.Issuer{Name: name, Issuer: req.Issuer, Audience: req.Audience, JWKSURL: req.JWKSURL, Alg: req.Alg, Key: req.Key,
+		MaxTTL: req.MaxTTL, ExpOptional: req.RequireExp != nil && !*req.RequireExp, Actions: auth.DefaultActions()}
+	if req.Actions != nil {
+		iss.Actions = slices.Sorted(slices.Values(req.Actions))
+	}
+	return iss
+}
+
+// issuerAnswer is an issuer as the admin API shows it: an HS secret left
+// out (auth.Issuer.Public), require_exp spelled out.
+type issuerAnswer struct {
+	auth.Issuer
+	RequireExp bool `json:"require_exp"`
+}
+
+func answerOf(iss auth.Issuer) issuerAnswer {
+	return issuerAnswer{Issuer: iss.Public(), RequireExp: !iss.ExpOptional}
 }
 
 // putIssuer registers or replaces an issuer. A replacement ends the
@@ -76,10 +105,10 @@ func (s *Server) putIssuer(w http.ResponseWriter, r *http.Request, tenant, name 
 	}
 	if err != nil {
 		writeError(w, refusal.New(refusal.InvalidIssuer,
-			`the body must be a JSON object of at most %d bytes: {"issuer", "audience", "jwks_url"} or {"issuer", "audience", "alg", "key"}`, maxIssuerBody))
+			`the body must be a JSON object of at most %d bytes: {"issuer", "audience", "jwks_url"} or {"issuer", "audience", "alg", "key"}, with "max_ttl", "require_exp" and "actions" if need be`, maxIssuerBody))
 		return
 	}
-	iss := auth.Issuer{Name: name, Issuer: req.Issuer, Audience: req.Audience, JWKSURL: req.JWKSURL, Alg: req.Alg, Key: req.Key}
+	iss := req.issuer(name)
 	if err := iss.Check(s.cfg.JWKSAllowHTTP); err != nil {
 		writeError(w, refusal.New(refusal.InvalidIssuer, "%s", err.Error()))
 		return
@@ -99,7 +128,7 @@ func (s *Server) putIssuer(w http.ResponseWriter, r *http.Request, tenant, name 
 		s.Revoked(tenant, backlog.RevokedIssuer, name)
 	}
 	s.adminAction(r, "issuer registered", tenant, slog.String("issuer", name), slog.Bool("created", created))
-	writeJSON(w, status, iss.Public())
+	writeJSON(w, status, answerOf(iss))
 }
 
 // getIssuers lists the tenant's issuers, HS secrets left out.
@@ -111,11 +140,11 @@ func (s *Server) getIssuers(w http.ResponseWriter, r *http.Request, tenant strin
 	if s.refuseAdmin(w, err, "read", tenant) {
 		return
 	}
-	out := make([]auth.Issuer, len(list))
+	out := make([]issuerAnswer, len(list))
 	for i, iss := range list {
-		out[i] = iss.Public()
+		out[i] = answerOf(iss)
 	}
-	writeJSON(w, http.StatusOK, map[string][]auth.Issuer{"issuers": out})
+	writeJSON(w, http.StatusOK, map[string][]issuerAnswer{"issuers": out})
 }
 
 // getIssuer answers one issuer, 404 unknown_issuer if there is none.
@@ -129,7 +158,7 @@ func (s *Server) getIssuer(w http.ResponseWriter, r *http.Request, tenant, name 
 	}
 	for _, iss := range list {
 		if iss.Name == name {
-			writeJSON(w, http.StatusOK, iss.Public())
+			writeJSON(w, http.StatusOK, answerOf(iss))
 			return
 		}
 	}
@@ -155,8 +184,9 @@ func (s *Server) deleteIssuer(w http.ResponseWriter, r *http.Request, tenant, na
 }
 
 // revokeToken refuses every token of the tenant with the id jti, until
-// no such token can still be alive (the longest lifetime the server
-// accepts, and the leeway; kept for good when lifetimes are not capped),
+// no such token can still be alive (the longest lifetime the server or
+// one of the tenant's issuers accepts, and the leeway; kept for good
+// when lifetimes are not capped, or an issuer takes tokens without exp),
 // and ends the streams such tokens opened.
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, tenant, jti string) {
 	var until time.Time

@@ -187,7 +187,7 @@ func (s *Server) commitRefusal(err error, tenant, topic string) *refusal.Error {
 		s.deps.Logger.Error("commit failed", "tenant", tenant, "topic", topic, "err", err)
 		return refusal.New(refusal.Unavailable, "the event could not be committed; retry with the same idempotency key")
 	case errors.Is(err, backlog.ErrNoTenant):
-		return unauthorized()
+		return fromAuth(errRevoked)
 	case errors.Is(err, backlog.ErrKeyReused):
 		return refusal.New(refusal.IdempotencyKeyReused,
 			"this idempotency key was used for a different request (a webhook-id: on any topic of the tenant)")

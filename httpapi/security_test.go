@@ -272,39 +272,54 @@ func TestTokenLifetimeIsCapped(t *testing.T) {
 	}
 }
 
-// Every 401 of a tenant route reads the same, so an answer never tells
-// whether a tenant exists.
-func TestEvery401ReadsTheSame(t *testing.T) {
-	base := authServer(t, nil)
+// Every 401 says which check failed, and never whether the tenant
+// exists: each credential gets from a tenant that does not exist exactly
+// what it gets from one that exists and whose keys do not verify it (a
+// 413 for a webhook body over the limit included). The contract's one
+// exception: a token that another tenant's secret verifies is told
+// apart by a tenant that exists (403, or what its claims fail), and is
+// 401 "bad signature" on one that does not.
+func TestEvery401SaysWhichCheckFailed(t *testing.T) {
+	base := authServer(t, func(c *server.Config) { c.MaxBody = 1 << 10 })
 	createTenant(t, base, "known")
 	other := createTenant(t, base, "other")
-	expired := func() string {
-		c := auth.Claims{Tenant: "known", Subscribe: []string{"*"}, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(time.Now().Add(-time.Hour))}}
-		s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(other.SigningSecret))
+	sign := func(secret string, exp time.Time) string {
+		c := auth.Claims{Tenant: "other", Publish: []string{"*"}, Subscribe: []string{"*"}, RegisteredClaims: jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(exp)}}
+		s, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(secret))
 		return s
-	}()
-	var first string
-	for name, c := range map[string]call{
-		"no token, tenant exists":  {path: "/v1/tenants/known/topics/x/events"},
-		"no token, no tenant":      {path: "/v1/tenants/nosuch/topics/x/events"},
-		"bad token":                {path: "/v1/tenants/known/topics/x/events", header: map[string]string{"Authorization": "Bearer nope"}},
-		"bad token, no tenant":     {path: "/v1/tenants/nosuch/topics/x/events", header: map[string]string{"Authorization": "Bearer nope"}},
-		"expired token":            {path: "/v1/tenants/known/topics/x/events", header: map[string]string{"Authorization": "Bearer " + expired}},
-		"publish without anything": {method: "POST", path: "/v1/tenants/known/topics/x/notify", body: "1"},
-		"publish, no tenant":       {method: "POST", path: "/v1/tenants/nosuch/topics/x/notify", body: "1"},
+	}
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	webhook := map[string]string{"webhook-id": "msg_1", "webhook-timestamp": strconv.FormatInt(time.Now().Unix(), 10), "webhook-signature": "v1,bm9wZQ=="}
+	for _, tc := range []struct {
+		name, method, route, body string
+		header                    map[string]string
+		status                    int
+		says                      string
+		missing                   string // what a tenant that does not exist says, if not the same
+	}{
+		{"no token", "GET", "topics/x/events", "", nil, 401, "missing credentials", ""},
+		{"no credentials on a publish", "POST", "topics/x/notify", "1", nil, 401, "missing credentials", ""},
+		{"not a JWT", "GET", "topics/x/events", "", bearer("nope"), 401, "malformed token", ""},
+		{"a wrong secret", "GET", "topics/x/events", "", bearer(sign("not a secret of anyone", time.Now().Add(time.Hour))), 401, "bad signature", ""},
+		{"another tenant's, expired", "GET", "topics/x/events", "", bearer(sign(other.SigningSecret, time.Now().Add(-time.Hour))), 401, "expired token", "bad signature"},
+		{"another tenant's, good", "GET", "topics/x/events", "", bearer(sign(other.SigningSecret, time.Now().Add(time.Hour))), 403, "do not cover", "bad signature"},
+		{"a webhook signature that does not match", "POST", "topics/x/notify", "1", webhook, 401, "bad signature: no webhook-signature", ""},
+		{"a webhook body over the limit", "POST", "topics/x/notify", strings.Repeat("1", 2<<10), webhook, 413, "", ""},
 	} {
-		if c.method == "" {
-			c.method = "GET"
+		var answers [2]string
+		for i, tenant := range []string{"known", "nosuch"} {
+			status, says := tc.status, tc.says
+			if tenant == "nosuch" && tc.missing != "" {
+				status, says = 401, tc.missing
+			}
+			st, b := do(t, base, call{method: tc.method, path: "/v1/tenants/" + tenant + "/" + tc.route, body: tc.body, header: tc.header})
+			if st != status || !strings.Contains(string(b), says) {
+				t.Errorf("%s, tenant %s: %d %s, want %d saying %q", tc.name, tenant, st, b, status, says)
+			}
+			answers[i] = string(b)
 		}
-		status, b := do(t, base, c)
-		if status != 401 || errorCode(t, b) != "unauthorized" {
-			t.Errorf("%s: %d %s", name, status, b)
-			continue
-		}
-		if first == "" {
-			first = string(b)
-		} else if string(b) != first {
-			t.Errorf("%s: %s differs from %s", name, b, first)
+		if answers[0] != answers[1] && tc.missing == "" {
+			t.Errorf("%s: a tenant that exists answers %s, one that does not %s", tc.name, answers[0], answers[1])
 		}
 	}
 }

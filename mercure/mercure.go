@@ -154,15 +154,27 @@ func withToken(r *http.Request) *http.Request {
 // byCookie says whether r's token came from a cookie.
 func byCookie(r *http.Request) bool { return r.Context().Value(fromCookie{}) != nil }
 
-// bearerError is the RFC 6750 challenge of a refused credential: a bare
-// one when the request presented none.
+// bearerError is the RFC 6750 challenge of a refused credential, its
+// error_description the refusal's message (which check failed), in the
+// characters RFC 6750 allows there (printable ASCII but '"' and '\'; any
+// other is left out): with no error code when the request presented no
+// credential (RFC 6750 3.1).
 func bearerError(w http.ResponseWriter, r *http.Request, e *refusal.Error) {
+	challenge := `Bearer realm="mercure"`
 	switch {
 	case e.Code == refusal.Unauthorized && r.Header.Get("Authorization") == "":
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure"`)
 	case e.Code == refusal.Unauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="invalid_token"`)
+		challenge += `, error="invalid_token"`
 	case e.Code == refusal.Forbidden:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mercure", error="insufficient_scope"`)
+		challenge += `, error="insufficient_scope"`
+	default:
+		return
 	}
+	description := strings.Map(func(c rune) rune {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return -1
+		}
+		return c
+	}, e.Message)
+	w.Header().Set("WWW-Authenticate", challenge+`, error_description="`+description+`"`)
 }

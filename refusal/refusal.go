@@ -101,11 +101,6 @@ func (c Code) Status() int {
 	}
 }
 
-// BadCredentials is the one message of every 401 on a tenant route: no
-// credentials, bad ones, expired ones and a tenant that does not exist
-// all read the same, so answers do not tell which tenants exist.
-const BadCredentials = "missing or bad credentials"
-
 // Error is a refusal: its code, the message for the client, and, for a
 // refusal by a limit, when to try again. A refusal met deep inside a read
 // (a budget) comes back through the read as this error, found with

@@ -19,12 +19,15 @@ type issuerCmd struct {
 
 type issuerAddCmd struct {
 	tenantArg
-	Name     string `arg:"" help:"The issuer's name (the rules of a tenant's)."`
-	Issuer   string `placeholder:"ISS" help:"The iss its tokens carry (none: tokens without iss)."`
-	Audience string `placeholder:"AUD" help:"What its tokens' aud must hold (none: not checked)."`
-	JWKSURL  string `name:"jwks-url" placeholder:"URL" help:"Where its keys are published (a JWKS, over https)."`
-	Alg      string `placeholder:"ALG" help:"The algorithm of --key-file's key (HS256, RS256, ES256, EdDSA, ...)."`
-	KeyFile  string `name:"key-file" type:"existingfile" placeholder:"FILE" help:"Its PEM public key, or the HS secret."`
+	Name       string   `arg:"" help:"The issuer's name (the rules of a tenant's)."`
+	Issuer     string   `placeholder:"ISS" help:"The iss its tokens carry (none: tokens without iss)."`
+	Audience   string   `placeholder:"AUD" help:"What its tokens' aud must hold (none: not checked)."`
+	JWKSURL    string   `name:"jwks-url" placeholder:"URL" help:"Where its keys are published (a JWKS, over https)."`
+	Alg        string   `placeholder:"ALG" help:"The algorithm of --key-file's key (HS256, RS256, ES256, EdDSA, ...)."`
+	KeyFile    string   `name:"key-file" type:"existingfile" placeholder:"FILE" help:"Its PEM public key, or the HS secret."`
+	MaxTTL     string   `name:"max-ttl" placeholder:"D" help:"How far ahead its tokens' exp may lie, a duration (0s: no cap; none: the server's --max-token-ttl)."`
+	RequireExp bool     `name:"require-exp" negatable:"" default:"true" help:"Refuse its tokens without exp (--no-require-exp accepts them: they end only by revocation)."`
+	Actions    []string `placeholder:"ACTION" help:"What its tokens may grant: publish,subscribe (the default) or subscribe (a subscriber's key that never publishes)."`
 }
 
 // Validate asks for one way to the issuer's keys.
@@ -39,7 +42,8 @@ func (c *issuerAddCmd) Validate() error {
 }
 
 func (c *issuerAddCmd) Run() error {
-	is := client.Issuer{Name: c.Name, Issuer: c.Issuer, Audience: c.Audience, JWKSURL: c.JWKSURL, Alg: c.Alg}
+	is := client.Issuer{Name: c.Name, Issuer: c.Issuer, Audience: c.Audience, JWKSURL: c.JWKSURL, Alg: c.Alg,
+		MaxTTL: c.MaxTTL, RequireExp: &c.RequireExp, Actions: c.Actions}
 	if c.KeyFile != "" {
 		key, err := os.ReadFile(c.KeyFile)
 		if err != nil {
