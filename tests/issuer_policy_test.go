@@ -120,15 +120,6 @@ func bearer(tok string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + tok}
 }
 
-// withHeader is h and one more header.
-func withHeader(h map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for hk, hv := range h {
-		out[hk] = hv
-	}
-	return out
-}
-
 // Every 401 says which check failed, with the same message on a native
 // route, on a Mercure publish (in the JSON and as the challenge's
 // error_description, with error="invalid_token" unless no token was
