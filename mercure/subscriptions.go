@@ -297,7 +297,7 @@ func (p *Protocol) RenewEvery() time.Duration { return renewEvery }
 func (p *Protocol) subscriptions(w http.ResponseWriter, r *http.Request, ps httprouter.Params, tenant string) {
 	a, anonymous, aerr := p.g.AuthorizeSubscriber(r, tenant)
 	if aerr == nil && anonymous {
-		aerr = refusal.New(refusal.Unauthorized, "the subscriptions API needs a token that grants subscribe on its URL")
+		aerr = refusal.New(refusal.Unauthorized, "missing credentials: the subscriptions API needs a token that grants subscribe on its URL")
 	}
 	if aerr != nil {
 		bearerError(w, r, aerr)
