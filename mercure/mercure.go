@@ -72,10 +72,9 @@ func (p *Protocol) Mount(g *httpapi.Gate) {
 	if p.cfg.Tenant != "" {
 		prefixes = append(prefixes, "")
 	} else {
-		for _, path := range []string{Path, Path + "/*rest"} {
-			g.Handle(http.MethodGet, path, p.noDefaultHub)
-			g.Handle(http.MethodPost, path, p.noDefaultHub)
-		}
+		g.Handle(http.MethodGet, Path, p.noDefaultHub)
+		g.Handle(http.MethodPost, Path, p.noDefaultHub)
+		g.Handle(http.MethodGet, subscriptionsPath, p.noDefaultHub)
 	}
 	for _, prefix := range prefixes {
 		g.Handle(http.MethodPost, prefix+Path, p.hub(p.publish))
