@@ -365,6 +365,9 @@ func (a *api) devServer(t *testing.T) {
 		{method: "POST", path: topicPath("acme", "kv", "notify"), header: with(asJSON, "Event-Key", "sensor-2"), body: `{"c":19}`, status: 201},
 		{method: "POST", path: topicPath("acme", "kv", "notify") + "?key=sensor-2&op=delete", status: 201},
 
+		{method: "GET", path: "/.well-known/mercure", status: 404, code: refusal.NotFound, own: true},
+		{method: "POST", path: "/.well-known/mercure", header: asForm, body: "topic=x", status: 404, code: refusal.NotFound, own: true},
+		{method: "GET", path: "/.well-known/mercure/subscriptions", status: 404, code: refusal.NotFound, own: true},
 		{method: "POST", path: mercureHub, header: asForm, body: "topic=https%3A%2F%2Fexample.com%2Fbooks%2F1&data=x", status: 200},
 		{method: "POST", path: mercureHub, header: with(asForm, "Idempotency-Key", "m1"), body: "topic=t&data=1", status: 200},
 		{method: "POST", path: mercureHub, header: with(asForm, "Idempotency-Key", "m1"), body: "topic=t&data=1", status: 200},
@@ -642,6 +645,7 @@ func (a *api) adminServer(t *testing.T) {
 	a.frames(t, s, "message")
 	// A Mercure subscription resumed after the first update: the second,
 	// in Mercure's frames (not the native ones StreamFrame describes).
+	a.do(t, b, call{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: adminJSON, body: `{"subscriptions":true}`, status: 200})
 	ms := a.watchStream(t, b, call{path: mercureHub + "?match=orders", header: with(bearer, "Last-Event-ID", "#1")})
 	if f, err := ms.dec.Next(); err != nil || f.ID != "#2" || f.Data != `{"n":2}` {
 		t.Fatalf("the Mercure stream's first update: %+v %v", f, err)
@@ -710,6 +714,15 @@ func (a *api) issuerServer(t *testing.T) {
 		{method: "DELETE", path: "/v1/admin/tenants/.acme/tokens/j-1", header: admin, status: 400, code: refusal.InvalidName, refused: true},
 		{method: "DELETE", path: "/v1/admin/tenants/ghost/tokens/j-1", header: admin, status: 404, code: refusal.UnknownTenant},
 		{method: "DELETE", path: "/v1/admin/tenants/acme/tokens/j-1", header: admin, status: 204},
+		{method: "GET", path: "/v1/admin/tenants/acme/mercure", header: map[string]string{"Authorization": "Bearer nope"}, status: 401, code: refusal.Unauthorized},
+		{method: "GET", path: "/v1/admin/tenants/.acme/mercure", header: admin, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "GET", path: "/v1/admin/tenants/ghost/mercure", header: admin, status: 404, code: refusal.UnknownTenant},
+		{method: "GET", path: "/v1/admin/tenants/acme/mercure", header: admin, status: 200},
+		{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: map[string]string{"Authorization": "Bearer nope", "Content-Type": "application/json"}, body: `{}`, status: 401, code: refusal.Unauthorized},
+		{method: "PUT", path: "/v1/admin/tenants/.acme/mercure", header: adminJSON, body: `{}`, status: 400, code: refusal.InvalidName, refused: true},
+		{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: adminJSON, body: `{"publish_origins":["https://x.example/path"]}`, status: 400, code: refusal.InvalidSettings},
+		{method: "PUT", path: "/v1/admin/tenants/ghost/mercure", header: adminJSON, body: `{"anonymous":true}`, status: 404, code: refusal.UnknownTenant},
+		{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: adminJSON, body: `{"anonymous":true,"publish_origins":["https://app.example"]}`, status: 200},
 	} {
 		a.do(t, b, c)
 	}
@@ -738,15 +751,21 @@ func (a *api) mercureSubscriptions(t *testing.T, b string, admin, bearer map[str
 		{path: "/v1/tenants/acme" + subs.Subscriptions[0].ID, header: lister, status: 200},
 		{path: list + "/exact/orders/urn:uuid:none", header: lister, status: 404, code: refusal.NotFound, own: true},
 		{path: "/v1/tenants/.acme/.well-known/mercure/subscriptions", header: lister, status: 400, code: refusal.InvalidName, refused: true},
-		{path: list + "/regex/orders", header: lister, status: 400, code: refusal.InvalidSelector, refused: true},
-		{path: list + "/regex/orders/x", header: lister, status: 400, code: refusal.InvalidSelector, refused: true},
+		{path: list + "/regex/orders", header: lister, status: 404, code: refusal.NotFound, own: true}, // 0.x: a topic's one subscription
+		{path: list + "/orders", header: lister, status: 200}, // 0.x: a topic's subscriptions
+		{path: list + "/regex/orders/x", header: lister, status: 400, code: refusal.InvalidSelector},
 	} {
 		c.method = "GET"
 		a.do(t, b, c)
 	}
-	for _, path := range []string{list, list + "/exact/orders", list + "/exact/orders/x"} {
+	for _, path := range []string{list, list + "/orders", list + "/exact/orders", list + "/exact/orders/x"} {
 		a.do(t, b, call{method: "GET", path: path, status: 401, code: refusal.Unauthorized})
 		a.do(t, b, call{method: "GET", path: path, header: bearer, status: 403, code: refusal.Forbidden})
+	}
+	// Off (the tenant's setting), the API is not there.
+	a.do(t, b, call{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: admin, body: `{"subscriptions":false}`, status: 200})
+	for _, path := range []string{list, list + "/orders", list + "/exact/orders"} {
+		a.do(t, b, call{method: "GET", path: path, header: lister, status: 404, code: refusal.NotFound, own: true})
 	}
 }
 
@@ -823,6 +842,8 @@ func (a *api) throttleServer(t *testing.T) {
 		{method: "DELETE", path: "/v1/admin/tenants/acme/tokens/j-1"},
 		{method: "GET", path: "/console/api/mode"},
 		{method: "GET", path: "/console/api/topics/acme/orders"},
+		{method: "GET", path: "/v1/admin/tenants/acme/mercure"},
+		{method: "PUT", path: "/v1/admin/tenants/acme/mercure", header: map[string]string{"Content-Type": "application/json"}, body: `{}`},
 	} {
 		c.header, c.status, c.code = with(c.header, "Authorization", admin["Authorization"]), 429, refusal.RateLimited
 		a.do(t, b, c)
