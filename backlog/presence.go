@@ -93,8 +93,9 @@ type PresencePage struct {
 	Bodies [][]byte
 }
 
-// Presence reads the tenant's presence rows whose id starts with prefix,
-// at most limit, and its head, in one read transaction.
+// Presence reads the tenant's presence rows whose id starts with prefix
+// (an ASCII prefix, not empty), at most limit, and its head, in one read
+// transaction.
 func (s *Store) Presence(ctx context.Context, tenant, prefix string, limit int) (PresencePage, error) {
 	var p PresencePage
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
@@ -106,10 +107,16 @@ func (s *Store) Presence(ctx context.Context, tenant, prefix string, limit int) 
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return p, fmt.Errorf("read the head of %s: %w", tenant, err)
 	}
-	// The ids from prefix up to prefix's successor: ids are UTF-8, in
-	// which no byte is 0xFF.
+	// The ids from prefix up to the first that does not start with it,
+	// in byte order (SQLite's, and the C collation of PostgreSQL's
+	// column): the prefix with its last byte one more. Ids are
+	// percent-encoded, so that byte is ASCII.
+	end := prefix
+	if n := len(prefix); n > 0 {
+		end = prefix[:n-1] + string(rune(prefix[n-1]+1))
+	}
 	rows, err := tx.QueryContext(ctx, s.q(`SELECT body FROM presence WHERE tenant = ? AND id >= ? AND id < ? ORDER BY id LIMIT ?`),
-		tenant, prefix, prefix+"\xff", limit)
+		tenant, prefix, end, limit)
 	if err != nil {
 		return p, fmt.Errorf("read the presence of %s: %w", tenant, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/edgehub/edgehub/event"
 )
@@ -66,5 +67,41 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 	measured := count(t, l, `SELECT `+eventBytesSQL+` FROM events e JOIN topics t ON t.id = e.topic_id WHERE t.tenant = 'acme'`)
 	if stored != measured || stored <= 3*int64(len(`"a"`)+len("message")) {
 		t.Errorf("the tenant's stored bytes are %d, the purge's measure of its rows %d", stored, measured)
+	}
+}
+
+// Once retention removed an update's row, its publisher's id still
+// resolves to its position (the subscriber resuming after it is told of
+// the gap instead of starting live), until ForgetTrimmedUpdates forgets
+// it; a deleted topic's ids go with it.
+func TestTrimmedUpdateIdsStillResolve(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	mustTenant(t, l, "acme")
+	mustPublish(t, l, &Publish{Tenant: "acme", Topic: "a", Events: []event.Event{{Type: "message", Data: []byte(`"x"`), Update: &event.Update{ID: "u1"}}}})
+	mustPublish(t, l, &Publish{Tenant: "acme", Topic: "a", Events: events(3)})
+	if _, err := l.TrimByCount(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, l, `SELECT count(*) FROM events WHERE update_id = 'u1'`); n != 0 {
+		t.Fatalf("the update's row is still there (%d)", n)
+	}
+	if pos, found, err := l.UpdatePosition(ctx, "acme", "u1"); err != nil || !found || pos != 1 {
+		t.Fatalf("u1 after the purge: %d %v %v, want position 1", pos, found, err)
+	}
+	if _, found, _ := l.UpdatePosition(ctx, "globex", "u1"); found {
+		t.Errorf("another tenant's u1 resolved")
+	}
+	if n, err := l.ForgetTrimmedUpdates(ctx, time.Hour); err != nil || n != 0 {
+		t.Errorf("forgetting what is younger than an hour: %d %v", n, err)
+	}
+	if n, err := l.ForgetTrimmedUpdates(ctx, -time.Second); err != nil || n != 1 {
+		t.Errorf("forgetting everything: %d %v", n, err)
+	}
+	if _, found, _ := l.UpdatePosition(ctx, "acme", "u1"); found {
+		t.Errorf("u1 resolved once forgotten")
 	}
 }
