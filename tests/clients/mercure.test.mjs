@@ -95,6 +95,9 @@ test('mercure: a private update reaches the subscriber whose cookie grants it, n
     const admin = { Authorization: `Bearer ${key}` };
     let res = await fetch(`${hub.base}/v1/admin/tenants/acme`, { method: 'PUT', headers: admin });
     assert.equal(res.status, 201);
+    // Anonymous subscribers are off until the tenant turns them on.
+    res = await fetch(`${hub.base}/v1/admin/tenants/acme/mercure`, { method: 'PUT', headers: admin, body: '{"anonymous": true}' });
+    assert.equal(res.status, 200);
     const mint = async (grants) => {
       const r = await fetch(`${hub.base}/v1/admin/tenants/acme/tokens`, { method: 'POST', headers: admin, body: JSON.stringify({ ...grants, ttl: '10m' }) });
       assert.equal(r.status, 201);
