@@ -82,23 +82,28 @@ func (s *Server) ageRound(ctx context.Context) error {
 
 // retain runs one loop per duty, each in its own goroutine (as etcd's
 // watchable store does): the count trim every period, the purge every
-// period, the age trim every ageEvery periods. A long age pass or purge
-// never delays count trimming; they share the writer a transaction at a
-// time. It returns, closing s.retained, once ctx ends and every loop has
+// period, the age trim every ageEvery periods, and Mercure's presence
+// (its lease, the ends of dead processes' subscribers) every 5 s. A long
+// age pass or purge never delays count trimming; they share the writer a
+// transaction at a time. It returns, closing s.retained, once ctx ends and every loop has
 // stopped.
 func (s *Server) retain(ctx context.Context, every time.Duration) {
 	defer close(s.retained)
 	var wg sync.WaitGroup
-	for _, duty := range []struct {
+	type duty struct {
 		name  string
 		every time.Duration
 		round func(context.Context) error
-	}{
+	}
+	duties := []duty{
 		{"count retention", every, s.countRound},
 		{"purge", every, s.purgeRound},
 		{"age retention", every * ageEvery, s.ageRound},
-		{"Mercure presence", s.mercure.RenewEvery(), s.mercure.Tend},
-	} {
+	}
+	if s.mercure != nil { // a server of retention alone (its tests) has no subscribers
+		duties = append(duties, duty{"Mercure presence", s.mercure.RenewEvery(), s.mercure.Tend})
+	}
+	for _, duty := range duties {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
