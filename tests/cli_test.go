@@ -475,7 +475,7 @@ func TestCLICompletion(t *testing.T) {
 	}
 	for line, want := range map[string][]string{
 		"edgehub ten":               {"tenant"},
-		"edgehub tenant ":           {"create", "delete", "get", "issuer", "list", "rotate", "usage"},
+		"edgehub tenant ":           {"create", "delete", "get", "issuer", "list", "mercure", "rotate", "usage"},
 		"edgehub watch acme/x --sn": {"--snapshot"},
 	} {
 		out, errOut, code := cliRun(t, []string{"COMP_LINE=" + line, "COMP_POINT=" + fmt.Sprint(len(line))}, nil, "")
