@@ -1,0 +1,309 @@
+package match
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode"
+)
+
+// The most one selector may cost (CompileSelector), so that no selector
+// makes a test of a topic cost more than a bounded amount, nor holds
+// more than a bounded part of its subscription's charge.
+const (
+	// MaxHeap is the heap one compiled selector may hold (estimated).
+	MaxHeap = 1 << 20
+	// MaxWork bounds one selector's matching work per byte of a tested
+	// topic, in steps of about 0.3 ns (stepPerThread): about 40 ms for a
+	// topic of 1024 bytes at the worst, far less for the patterns met in
+	// practice.
+	MaxWork = 1 << 17
+	// MaxSelectionWork bounds the same for all the selectors of one
+	// subscription: about 0.3 s for a topic of 1024 bytes at the worst.
+	MaxSelectionWork = 1 << 20
+)
+
+// cost is what one selector costs once compiled: the heap it holds, and
+// the matching work per byte of the topic it is tested against.
+type cost struct{ heap, work int64 }
+
+// bounded refuses a selector whose cost is over MaxHeap or MaxWork.
+func (c cost) bounded(pattern string) error {
+	switch {
+	case c.heap > MaxHeap:
+		return fmt.Errorf("selector %.32q… compiles to about %d KiB, more than the %d KiB one selector may hold", pattern, c.heap>>10, MaxHeap>>10)
+	case c.work > MaxWork:
+		return fmt.Errorf("selector %.32q… is too costly to match (about %d steps per byte of a topic; at most %d)", pattern, c.work, MaxWork)
+	}
+	return nil
+}
+
+// terms are the estimate's terms, calibrated against the heap measured for the
+// costliest selectors of 1024 bytes (TestEstimateIsNeverBelowTheHeap):
+// a compiled pattern's fixed part, and its bytes per instruction, per
+// rune of its character classes and per capture. go-urlpattern compiles
+// eight components, one of which (or two) holds the pattern; a URI
+// template is one expression.
+type terms struct{ base, perInst, perRune, perCap int64 }
+
+var (
+	urlPatternTerms = terms{base: 8 << 10, perInst: 112, perRune: 24, perCap: 256}
+	templateTerms   = terms{base: 2 << 10, perInst: 48, perRune: 12, perCap: 256}
+)
+
+// heap is the estimate for a selector of shape s.
+func (t terms) heap(s shape, pattern string) int64 {
+	return t.base + t.perInst*s.insts + t.perRune*s.runes + t.perCap*s.caps + plainHeap(pattern)
+}
+
+// stepPerThread is, in the units of MaxWork, what one matching thread
+// costs per byte of the topic; copying one capture costs one unit more,
+// when go-urlpattern asks for submatches (measured: a thread step about
+// 4 ns, a capture copied about 0.3 ns).
+const stepPerThread = 13
+
+// urlPatternCost is what the URL pattern compiles to, counted from the
+// expression the URL Pattern standard would build for it (nearly: see
+// urlPatternRegexp), with what it takes of the base as fixed text (its
+// host, and its path too for a pattern that is a relative path), before
+// it is compiled. An expression that does not parse costs nothing here:
+// compiling it fails.
+func urlPatternCost(pattern, base string) cost {
+	s, ok := shapeOfRegexp(urlPatternRegexp(pattern))
+	if !ok {
+		return cost{}
+	}
+	if n := int64(baseTaken(pattern, base)); n > 0 {
+		s.insts += n
+		s.runes += n
+	}
+	return cost{
+		heap: urlPatternTerms.heap(s, pattern),
+		// go-urlpattern tests with submatches: each thread carries the
+		// captures, copied as it moves.
+		work: (s.loops + 1) * (stepPerThread + s.caps),
+	}
+}
+
+// baseTaken is how much of base a URL pattern compiles as fixed text:
+// none for an absolute pattern, the host (and port) for one that starts
+// with '/', and the path too for any other.
+func baseTaken(pattern, base string) int {
+	if i := strings.Index(pattern, "://"); i >= 0 && !strings.ContainsAny(pattern[:i], "/?#") {
+		return 0
+	}
+	rest := base
+	if i := strings.Index(base, "://"); i >= 0 {
+		rest = base[i+3:]
+	}
+	if strings.HasPrefix(pattern, "/") {
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			return j
+		}
+	}
+	return len(rest)
+}
+
+// templateCost is what the URI template compiled to expr costs: its
+// expression is matched without submatches.
+func templateCost(expr, pattern string) cost {
+	s, ok := shapeOfRegexp(expr)
+	if !ok {
+		return cost{heap: MaxHeap + 1} // never: expr is compiled already
+	}
+	return cost{
+		heap: templateTerms.heap(s, pattern),
+		work: (s.loops + 1) * stepPerThread,
+	}
+}
+
+// plainHeap is what a selector that compiles to nothing holds: its text,
+// kept twice (the matcher's and the subscription's own), and its entry.
+func plainHeap(pattern string) int64 { return 2*int64(len(pattern)) + 128 }
+
+// shape is what a selector compiles to, counted before it is compiled:
+// the instructions and the runes of the regular expressions it becomes,
+// and their capture groups.
+type shape struct {
+	insts, runes, caps int64
+	// loops is the instructions under a choice (a repetition or an
+	// alternation): the threads a match may run at once.
+	loops int64
+}
+
+// shapeOf counts what a regular expression compiles to, as
+// regexp/syntax's Simplify and Compile would build it, without building
+// it: a counted repetition is its operand that many times.
+func shapeOf(re *syntax.Regexp) shape {
+	var s shape
+	var walk func(re *syntax.Regexp, times int64, inLoop bool)
+	walk = func(re *syntax.Regexp, times int64, inLoop bool) {
+		choice := re.Op == syntax.OpStar || re.Op == syntax.OpPlus || re.Op == syntax.OpQuest ||
+			re.Op == syntax.OpAlternate || re.Op == syntax.OpRepeat && re.Max != re.Min
+		if choice && !inLoop {
+			before := s.insts
+			defer func() { s.loops += s.insts - before }()
+		}
+		inLoop = inLoop || choice
+		switch re.Op {
+		case syntax.OpLiteral:
+			s.insts += times * int64(len(re.Rune))
+			s.runes += times * int64(len(re.Rune))
+		case syntax.OpCharClass:
+			s.insts += times
+			s.runes += times * int64(len(re.Rune))
+		case syntax.OpRepeat:
+			n := int64(max(re.Max, re.Min, 1))
+			s.insts += times * (n + 1)
+			walk(re.Sub[0], times*n, inLoop)
+		default:
+			// Captures take two instructions, the rest one (and an
+			// alternation or a concatenation one per operand).
+			s.insts += times * int64(max(1, len(re.Sub)))
+			if re.Op == syntax.OpCapture {
+				s.insts += times
+			}
+			for _, sub := range re.Sub {
+				walk(sub, times, inLoop)
+			}
+		}
+	}
+	walk(re, 1, false)
+	s.caps = int64(re.MaxCap())
+	return s
+}
+
+// shapeOfRegexp counts what the regular expression expr compiles to; ok
+// is false when it does not parse.
+func shapeOfRegexp(expr string) (shape, bool) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return shape{}, false
+	}
+	return shapeOf(re), true
+}
+
+// urlPatternRegexp is, nearly, the regular expression a URL pattern
+// compiles to (the WHATWG URL Pattern standard's, which go-urlpattern
+// builds per component): fixed text as itself (percent-encoded where the
+// URL's canonical form encodes it), a named group or a wildcard as its
+// wildcard, a regexp group as its body, each in a capture group, and a
+// part repeated by * or + twice, as the standard's expression has it.
+// It is what the cost of the pattern is counted on before it is compiled.
+func urlPatternRegexp(pattern string) string {
+	var b strings.Builder
+	rs := []rune(pattern)
+	// part is the expression of the last part written, which a modifier
+	// after it repeats; "" when the last token was fixed text.
+	part := ""
+	modify := func(m rune) {
+		switch m {
+		case '?':
+			b.WriteByte('?')
+		default: // * and +: the part once more, repeated
+			b.WriteString("(?:" + part + ")*")
+		}
+		part = ""
+	}
+	group := -1 // where the {…} group being read starts in b, or -1
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case c == '\\' && i+1 < len(rs):
+			i++
+			b.WriteString(literal(rs[i]))
+			part = ""
+		case c == ':' && i+1 < len(rs) && isNameStart(rs[i+1]):
+			j := i + 1
+			for j < len(rs) && isNamePart(rs[j]) {
+				j++
+			}
+			i = j - 1
+			value := `[^/]+?`
+			if j < len(rs) && rs[j] == '(' {
+				if body, end, ok := regexpToken(rs, j); ok {
+					value, i = body, end
+				}
+			}
+			part = "(" + value + ")"
+			b.WriteString(part)
+		case c == '(':
+			body, end, ok := regexpToken(rs, i)
+			if !ok {
+				b.WriteString(literal(c))
+				part = ""
+				continue
+			}
+			i = end
+			part = "(" + body + ")"
+			b.WriteString(part)
+		case c == '*' && part != "":
+			modify(c)
+		case c == '*':
+			part = "(.*)"
+			b.WriteString(part)
+		case (c == '?' || c == '+') && part != "":
+			modify(c)
+		case c == '{' && group < 0:
+			b.WriteString("(?:")
+			group = b.Len()
+			part = ""
+		case c == '}' && group >= 0:
+			part = "(?:" + b.String()[group:] + ")"
+			b.WriteString(")")
+			group = -1
+		default:
+			b.WriteString(literal(c))
+			part = ""
+		}
+	}
+	if group >= 0 {
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// regexpToken reads the standard's regexp token that starts at rs[i],
+// '(': its body, up to the ')' that closes it, and the index of that
+// ')'; ok is false when it is not one.
+func regexpToken(rs []rune, i int) (body string, end int, ok bool) {
+	depth := 1
+	for j := i + 1; j < len(rs); j++ {
+		switch rs[j] {
+		case '\\':
+			j++
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				if j == i+1 {
+					return "", 0, false
+				}
+				return string(rs[i+1 : j]), j, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// literal is the expression of one character of fixed text: itself, or
+// the percent-encoded bytes a URL's canonical form has for it.
+func literal(c rune) string {
+	if c < 0x80 && c > ' ' && !strings.ContainsRune("\"<>`{}|^", c) {
+		return regexp.QuoteMeta(string(c))
+	}
+	var b strings.Builder
+	for range len(string(c)) {
+		b.WriteString("%XX")
+	}
+	return b.String()
+}
+
+func isNameStart(c rune) bool {
+	return c == '$' || c == '_' || unicode.IsLetter(c)
+}
+
+func isNamePart(c rune) bool {
+	return isNameStart(c) || unicode.IsDigit(c) || unicode.Is(unicode.Mn, c) || unicode.Is(unicode.Mc, c)
+}
