@@ -26,7 +26,7 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 		p.g.WriteError(w, aerr)
 		return
 	}
-	sel, aerr := parseSelection(r)
+	sel, aerr := parseSelection(r, anonymous)
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
 		return
