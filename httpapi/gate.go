@@ -184,8 +184,9 @@ func (g *Gate) Hold(tenant string) *limits.Hold { return g.s.deps.ReadBudget.Hol
 // AuthorizeSubscriber checks the credentials of a subscriber who may
 // come with none (Mercure's anonymous subscribers, who see only public
 // updates): without a token, an Access that grants nothing, for a tenant
-// that exists (any, in dev mode), and anonymous true; with one, what it
-// grants, as for any stream.
+// that exists (any, in dev mode), Anonymous, and anonymous true; with
+// one, what it grants, as for any stream. An anonymous stream takes the
+// anonymous streams' slots and budgets (ServeTenantStream).
 func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, anonymous bool, aerr *refusal.Error) {
 	s := g.s
 	if token(r) != "" {
@@ -193,8 +194,8 @@ func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, an
 		return a, false, aerr
 	}
 	if s.cfg.Dev {
-		return Access{Tenant: auth.Tenant{Name: tenant}}, true, nil
+		return Access{Tenant: auth.Tenant{Name: tenant}, Anonymous: true}, true, nil
 	}
 	t, aerr := s.tenant(r, tenant, "", "none")
-	return Access{Tenant: t}, true, aerr
+	return Access{Tenant: t, Anonymous: true}, true, aerr
 }
