@@ -46,8 +46,12 @@ type Selection interface {
 	Key() string
 	Names(topic string) bool
 	// Heap is what the selection holds (its compiled selectors, at
-	// least), taken from the budgets for the stream's life.
+	// least), taken from the budgets for the stream's life before
+	// Compile spends the time to compile them.
 	Heap() int64
+	// Compile compiles the selectors, once the stream holds what they
+	// cost; its refusal (a malformed pattern) is the stream's answer.
+	Compile() *refusal.Error
 }
 
 // TenantFrames is a protocol's wire format of a tenant stream
@@ -125,13 +129,14 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 
 // openTenantStream takes what a tenant stream holds for its life, before
 // it registers: a place under the stream limits, and its selection's
-// heap from the budgets, which refuse with 429 what does not fit now. A
-// stream with a token takes them from its tenant's (the stream caps, the
-// tenant's share of the read budget); an anonymous one from the
-// anonymous caps and budget, by tenant and by client address (the
-// connection's peer, as for unsigned webhook bodies), so that anonymous
-// subscribers never take what the tenant's token streams need. release
-// gives everything back.
+// heap from the budgets, which refuse with 429 what does not fit now;
+// only then does it compile the selection, so that a client without a
+// place makes the server compile nothing. A stream with a token takes
+// them from its tenant's (the stream caps, the tenant's share of the
+// read budget); an anonymous one from the anonymous caps and budget, by
+// tenant and by client address (the connection's peer, as for unsigned
+// webhook bodies), so that anonymous subscribers never take what the
+// tenant's token streams need. release gives everything back.
 func (s *Server) openTenantStream(r *http.Request, ten Access, sel Selection) (release func(), refused *refusal.Error) {
 	tenant := ten.Tenant.Name
 	type charge struct {
@@ -169,6 +174,10 @@ func (s *Server) openTenantStream(r *http.Request, ten Access, sel Selection) (r
 				Message: fmt.Sprintf("the selectors (about %d KiB compiled) do not fit in what this tenant's or this client's streams may hold now", n>>10)}
 		}
 		taken = append(taken, c)
+	}
+	if aerr := sel.Compile(); aerr != nil {
+		release()
+		return nil, aerr
 	}
 	return release, nil
 }

@@ -8,9 +8,9 @@ import (
 	"unicode"
 )
 
-// The most one selector may cost (CompileSelector), so that no selector
-// makes a test of a topic cost more than a bounded amount, nor holds
-// more than a bounded part of its subscription's charge.
+// The most one selector may cost (Estimate), so that no selector makes
+// a test of a topic cost more than a bounded amount, nor holds more than
+// a bounded part of its subscription's charge.
 const (
 	// MaxHeap is the heap one compiled selector may hold (estimated).
 	MaxHeap = 1 << 20
@@ -24,38 +24,65 @@ const (
 	MaxSelectionWork = 1 << 20
 )
 
-// cost is what one selector costs once compiled: the heap it holds, and
-// the matching work per byte of the topic it is tested against.
-type cost struct{ heap, work int64 }
-
-// bounded refuses a selector whose cost is over MaxHeap or MaxWork.
-func (c cost) bounded(pattern string) error {
-	switch {
-	case c.heap > MaxHeap:
-		return fmt.Errorf("selector %.32q… compiles to about %d KiB, more than the %d KiB one selector may hold", pattern, c.heap>>10, MaxHeap>>10)
-	case c.work > MaxWork:
-		return fmt.Errorf("selector %.32q… is too costly to match (about %d steps per byte of a topic; at most %d)", pattern, c.work, MaxWork)
-	}
-	return nil
+// Cost is what a subscriber's selector costs once compiled, counted
+// before it is.
+type Cost struct {
+	// Heap is what the compiled selector holds, at least: what its
+	// subscription is charged for it.
+	Heap int64
+	// Work is its matching work per byte of a tested topic, at most, in
+	// the units of MaxWork.
+	Work int64
 }
 
-// terms are the estimate's terms, calibrated against the heap measured for the
-// costliest selectors of 1024 bytes (TestEstimateIsNeverBelowTheHeap):
-// a compiled pattern's fixed part, and its bytes per instruction, per
-// rune of its character classes and per capture. go-urlpattern compiles
-// eight components, one of which (or two) holds the pattern; a URI
-// template is one expression.
-type terms struct{ base, perInst, perRune, perCap int64 }
+// Estimate counts what a subscriber's selector will cost once compiled
+// at base (CompileAt), without compiling it, so that a subscription
+// takes what its selectors cost before it spends the time to compile
+// them; one over MaxHeap or MaxWork is refused. A URL pattern is counted
+// from the expression it compiles to, a URI template from its length
+// (templateTerms), any other selector from its text.
+func Estimate(kind Kind, pattern, base string) (Cost, error) {
+	var c Cost
+	switch {
+	case pattern == "*":
+	case kind == URLPattern:
+		c = urlPatternCost(pattern, base)
+	case kind == Template && strings.Contains(pattern, "{"):
+		c = templateCost(pattern)
+	}
+	c.Heap = max(c.Heap, plainHeap(pattern))
+	switch {
+	case c.Heap > MaxHeap:
+		return c, fmt.Errorf("selector %.32q… compiles to about %d KiB, more than the %d KiB one selector may hold", pattern, c.Heap>>10, MaxHeap>>10)
+	case c.Work > MaxWork:
+		return c, fmt.Errorf("selector %.32q… is too costly to match (about %d steps per byte of a topic; at most %d)", pattern, c.Work, MaxWork)
+	}
+	return c, nil
+}
 
-var (
-	urlPatternTerms = terms{base: 8 << 10, perInst: 112, perRune: 24, perCap: 256}
-	templateTerms   = terms{base: 2 << 10, perInst: 48, perRune: 12, perCap: 256}
+// The estimate's terms for a URL pattern, calibrated against the heap
+// measured for the costliest selectors of 1024 bytes and for everyday
+// ones (TestEstimateIsNeverBelowTheHeap): a compiled pattern's fixed part
+// (go-urlpattern compiles eight components), and its bytes per
+// instruction of the expression it compiles to, per rune of its
+// character classes and per capture.
+const (
+	urlPatternBase = 8 << 10
+	perInst        = 112
+	perRune        = 24
+	perCap         = 256
 )
 
-// heap is the estimate for a selector of shape s.
-func (t terms) heap(s shape, pattern string) int64 {
-	return t.base + t.perInst*s.insts + t.perRune*s.runes + t.perCap*s.caps + plainHeap(pattern)
-}
+// The terms for a URI template, calibrated the same way: a fixed part,
+// bytes per byte of the template and per byte of its expressions
+// ({…}), and the matching threads per byte of its expressions
+// (TestTemplatesCostNoMoreThanTheirBound).
+const (
+	templateBase         = 2 << 10
+	templatePerByte      = 64
+	templatePerInside    = 400
+	templateLoopsPerByte = 8
+)
 
 // stepPerThread is, in the units of MaxWork, what one matching thread
 // costs per byte of the topic; copying one capture costs one unit more,
@@ -66,23 +93,23 @@ const stepPerThread = 13
 // urlPatternCost is what the URL pattern compiles to, counted from the
 // expression the URL Pattern standard would build for it (nearly: see
 // urlPatternRegexp), with what it takes of the base as fixed text (its
-// host, and its path too for a pattern that is a relative path), before
-// it is compiled. An expression that does not parse costs nothing here:
-// compiling it fails.
-func urlPatternCost(pattern, base string) cost {
+// host, and its path too for a pattern that is a relative path). An
+// expression that does not parse costs its text alone: compiling it
+// fails.
+func urlPatternCost(pattern, base string) Cost {
 	s, ok := shapeOfRegexp(urlPatternRegexp(pattern))
 	if !ok {
-		return cost{}
+		return Cost{}
 	}
 	if n := int64(baseTaken(pattern, base)); n > 0 {
 		s.insts += n
 		s.runes += n
 	}
-	return cost{
-		heap: urlPatternTerms.heap(s, pattern),
+	return Cost{
+		Heap: urlPatternBase + perInst*s.insts + perRune*s.runes + perCap*s.caps + plainHeap(pattern),
 		// go-urlpattern tests with submatches: each thread carries the
 		// captures, copied as it moves.
-		work: (s.loops + 1) * (stepPerThread + s.caps),
+		Work: (s.loops + 1) * (stepPerThread + s.caps),
 	}
 }
 
@@ -105,16 +132,25 @@ func baseTaken(pattern, base string) int {
 	return len(rest)
 }
 
-// templateCost is what the URI template compiled to expr costs: its
-// expression is matched without submatches.
-func templateCost(expr, pattern string) cost {
-	s, ok := shapeOfRegexp(expr)
-	if !ok {
-		return cost{heap: MaxHeap + 1} // never: expr is compiled already
+// templateCost bounds what a URI template compiles to by its length,
+// without compiling it: uritemplate builds its expression only when it
+// compiles it. The bytes of its expressions ({…}) make the choices its
+// matching runs through.
+func templateCost(pattern string) Cost {
+	inside, depth := 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch {
+		case pattern[i] == '{':
+			depth++
+		case pattern[i] == '}' && depth > 0:
+			depth--
+		case depth > 0:
+			inside++
+		}
 	}
-	return cost{
-		heap: templateTerms.heap(s, pattern),
-		work: (s.loops + 1) * stepPerThread,
+	return Cost{
+		Heap: templateBase + templatePerByte*int64(len(pattern)) + templatePerInside*int64(inside) + plainHeap(pattern),
+		Work: stepPerThread * templateLoopsPerByte * int64(inside+1),
 	}
 }
 

@@ -8,22 +8,22 @@ import (
 )
 
 // shapes are the costliest kinds of selector text: each unit is repeated
-// (with # numbered) up to 1024 bytes, or as far as CompileSelector
-// admits it, so that each is at the bounds.
+// (with ~ numbered) up to 1024 bytes, or as far as Estimate admits it,
+// so that each is at the bounds.
 var shapes = []struct {
 	name string
 	kind Kind
 	head string
 	unit string
 }{
-	{"named groups", URLPattern, "", "/:p#"},
-	{"named groups, absolute", URLPattern, "https://example.com", "/:p#"},
-	{"hostname groups", URLPattern, "https://", ":h#."},
-	{"search groups", URLPattern, "/x?", ":q#&"},
+	{"named groups", URLPattern, "", "/:p~"},
+	{"named groups, absolute", URLPattern, "https://example.com", "/:p~"},
+	{"hostname groups", URLPattern, "https://", ":h~."},
+	{"search groups", URLPattern, "/x?", ":q~&"},
 	{"wildcards", URLPattern, "", "/*"},
 	{"repeated wildcards", URLPattern, "", "/(.*)*"},
-	{"optional groups", URLPattern, "", "{/:p#}?"},
-	{"repeated groups", URLPattern, "", "{/:p#}*"},
+	{"optional groups", URLPattern, "", "{/:p~}?"},
+	{"repeated groups", URLPattern, "", "{/:p~}*"},
 	{"alternatives", URLPattern, "", "/(a|b|c)"},
 	{"negated classes", URLPattern, "", "/([^a])"},
 	{"unicode classes", URLPattern, "", `/(\p{L})`},
@@ -32,17 +32,23 @@ var shapes = []struct {
 	{"small counted repetition", URLPattern, "", `/(a{1,20})`},
 	{"fixed text", URLPattern, "", "/abcdefgh"},
 	{"encoded fixed text", URLPattern, "/", "é"},
-	{"template", Template, "", "/{p#}"},
-	{"template query", Template, "", "{?p#}"},
-	{"template reserved", Template, "", "/{+p#}"},
-	{"template explode", Template, "", "{/p#*}"},
-	{"template fragment", Template, "", "{#p#}"},
-	{"template lists", Template, "/{", "p#,"},
+	{"template", Template, "", "/{p~}"},
+	{"template query", Template, "", "{?p~}"},
+	{"template reserved", Template, "", "/{+p~}"},
+	{"template explode", Template, "", "{/p~*}"},
+	{"template fragment", Template, "", "{#p~}"},
+	{"template lists", Template, "/{", "p~,"},
+	{"template reserved explode", Template, "", "{+p~*}"},
+	{"template fragment explode", Template, "", "{#p~*}"},
+	{"template path parameters", Template, "", "{;p~*}"},
+	{"template query explode", Template, "", "{?p~*}"},
+	{"template labels", Template, "", "{.p~*}"},
+	{"template explode lists", Template, "{/", "p~*,"},
 	{"exact", Exact, "", "/abcdefgh"},
 }
 
 // atBounds is the longest text of the shape within 1024 bytes that
-// CompileSelector admits, and how many units it has.
+// Estimate admits, and how many units it has.
 func atBounds(t *testing.T, kind Kind, head, unit, base string) (string, int) {
 	t.Helper()
 	best, units := "", 0
@@ -55,7 +61,7 @@ func atBounds(t *testing.T, kind Kind, head, unit, base string) (string, int) {
 		if b.Len() > 1024 {
 			return best, units
 		}
-		if _, err := CompileSelector(kind, b.String(), base); err != nil {
+		if _, err := Estimate(kind, b.String(), base); err != nil {
 			if best == "" {
 				t.Logf("even one unit is refused: %v", err)
 			}
@@ -66,16 +72,20 @@ func atBounds(t *testing.T, kind Kind, head, unit, base string) (string, int) {
 }
 
 // heldBy is the heap that n compiled copies of the selector hold, per
-// copy, and the estimate CompileSelector charges for it.
+// copy, and the estimate a subscription is charged for it.
 func heldBy(t *testing.T, kind Kind, pattern, base string, n int) (held, estimate int64) {
 	t.Helper()
+	c, err := Estimate(kind, pattern, base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keep := make([]Matcher, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.GC() // and what sync.Pools kept
 	runtime.ReadMemStats(&before)
 	for i := range keep {
-		m, err := CompileSelector(kind, pattern, base)
+		m, err := CompileAt(kind, pattern, base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +95,7 @@ func heldBy(t *testing.T, kind Kind, pattern, base string, n int) (held, estimat
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keep)
-	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(n), keep[0].Heap()
+	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(n), c.Heap
 }
 
 // everyday are selectors as Mercure applications write them.
@@ -106,8 +116,7 @@ var everyday = []struct {
 	{Exact, "https://example.com/books/1"},
 }
 
-// What a compiled selector holds is never more than CompileSelector
-// estimates, for the costliest selectors it admits within 1024 bytes
+// What a compiled selector holds is never more than Estimate says, for the costliest selectors it admits within 1024 bytes
 // and for everyday ones, relative (against a hub URL with a long host
 // too) and absolute.
 func TestEstimateIsNeverBelowTheHeap(t *testing.T) {
@@ -143,8 +152,8 @@ func TestEstimateIsNeverBelowTheHeap(t *testing.T) {
 
 // A selector over one of the bounds is refused before it is compiled: a
 // URL pattern too large once compiled, or too costly to match, whatever
-// its length; a URI template too, once compiled. Everyday ones are far
-// from both, and a wildcard or an exact topic costs its text alone.
+// its length; a URI template too long. Everyday ones are far from both,
+// and a wildcard or an exact topic costs its text alone.
 func TestCostlySelectorsAreRefused(t *testing.T) {
 	base := "http://127.0.0.1:8080/.well-known/mercure"
 	for _, c := range []struct {
@@ -156,34 +165,69 @@ func TestCostlySelectorsAreRefused(t *testing.T) {
 		{URLPattern, "/(a{1,1000})(b{1,1000})(c{1,1000})(d{1,1000})(e{1,1000})", "KiB"},
 		{URLPattern, strings.Repeat("/*", 300), "costly"},
 		{URLPattern, strings.Repeat("/(.*)*", 150), "costly"},
-		{Template, numbered("{/p#*}", 600), "KiB"}, // 4690 bytes: none of 1024 is refused
+		{Template, numbered("{/p~*}", 600), "KiB"}, // 4690 bytes: none of 1024 is refused
 	} {
-		_, err := CompileSelector(c.kind, c.pattern, base)
+		_, err := Estimate(c.kind, c.pattern, base)
 		if err == nil || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%.40q (%d bytes): %v, want a refusal saying %q", c.pattern, len(c.pattern), err, c.why)
 		}
 	}
 	for _, c := range everyday {
-		m, err := CompileSelector(c.kind, c.pattern, base)
-		if err != nil || m.Heap() > 32<<10 || m.Work() > 1024 {
-			t.Errorf("%q: heap %d, work %d, %v", c.pattern, m.Heap(), m.Work(), err)
+		cost, err := Estimate(c.kind, c.pattern, base)
+		if err != nil || cost.Heap > 32<<10 || cost.Work > 4096 {
+			t.Errorf("%q: %+v, %v", c.pattern, cost, err)
 		}
 	}
 	for _, c := range []struct {
 		kind    Kind
 		pattern string
 	}{{URLPattern, "*"}, {Template, "*"}, {Exact, "x"}, {Template, "no template"}} {
-		if m, err := CompileSelector(c.kind, c.pattern, base); err != nil || m.Heap() != plainHeap(c.pattern) || m.Work() != 0 {
-			t.Errorf("%d %q: heap %d, work %d, %v", c.kind, c.pattern, m.Heap(), m.Work(), err)
+		if cost, err := Estimate(c.kind, c.pattern, base); err != nil || cost.Heap != plainHeap(c.pattern) || cost.Work != 0 {
+			t.Errorf("%d %q: %+v, %v", c.kind, c.pattern, cost, err)
 		}
 	}
 }
 
-// numbered is unit n times, with # numbered from 0.
+// A URI template's cost is bounded by its length before it is compiled:
+// the matching work of the expression it compiles to (counted as a URL
+// pattern's is) is never more than the bound, for the costliest
+// templates of 1024 bytes and everyday ones.
+func TestTemplatesCostNoMoreThanTheirBound(t *testing.T) {
+	var templates []string
+	for _, shape := range shapes {
+		if shape.kind == Template {
+			pattern, _ := atBounds(t, Template, shape.head, shape.unit, "")
+			templates = append(templates, pattern)
+		}
+	}
+	for _, c := range everyday {
+		if c.kind == Template {
+			templates = append(templates, c.pattern)
+		}
+	}
+	for _, pattern := range templates {
+		m, err := CompileAt(Template, pattern, "")
+		if err != nil {
+			t.Fatalf("%.40q: %v", pattern, err)
+		}
+		if m.re == nil {
+			continue // no template (0.x reads it as a topic): it compiles to nothing
+		}
+		s, _ := shapeOfRegexp(m.re.String())
+		work := (s.loops + 1) * stepPerThread // matched without submatches
+		bound, _ := Estimate(Template, pattern, "")
+		t.Logf("%-40.40q %4d bytes: work %6d, bound %6d", pattern, len(pattern), work, bound.Work)
+		if work > bound.Work {
+			t.Errorf("%.40q: work %d, over its bound %d", pattern, work, bound.Work)
+		}
+	}
+}
+
+// numbered is unit n times, with ~ numbered from 0.
 func numbered(unit string, n int) string {
 	var b strings.Builder
 	for i := range n {
-		b.WriteString(strings.ReplaceAll(unit, "#", fmt.Sprint(i)))
+		b.WriteString(strings.ReplaceAll(unit, "~", fmt.Sprint(i)))
 	}
 	return b.String()
 }

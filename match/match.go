@@ -37,7 +37,7 @@ const (
 // Base is the URL that relative URL patterns and topics of a token's
 // grants are resolved against: a token is read with no hub URL at hand.
 // A subscriber's selectors resolve against the hub URL it subscribed at
-// (CompileSelector).
+// (CompileAt).
 const Base = "https://edgehub.invalid"
 
 // Matcher is one compiled selector.
@@ -47,7 +47,6 @@ type Matcher struct {
 	re      *regexp.Regexp // a URI template's
 	url     *urlpattern.URLPattern
 	base    string // a URL pattern's
-	cost    cost
 }
 
 // Compile reads pattern as a selector of kind, with relative URL
@@ -58,41 +57,12 @@ func Compile(kind Kind, pattern string) (Matcher, error) {
 	return compile(kind, pattern, Base)
 }
 
-// CompileSelector compiles a subscriber's selector as Compile does, with
-// relative URL patterns and topics resolved against base (the hub URL),
-// after it has counted what the selector costs: one that would hold more
-// than MaxHeap, or whose test of a topic could take more than MaxWork,
-// is refused, a URL pattern before it is compiled. Heap is then what the
-// selector holds, at least.
-func CompileSelector(kind Kind, pattern, base string) (Matcher, error) {
-	var c cost
-	if kind == URLPattern && pattern != "*" {
-		c = urlPatternCost(pattern, base)
-		if err := c.bounded(pattern); err != nil {
-			return Matcher{}, err
-		}
-	}
-	m, err := compile(kind, pattern, base)
-	if err != nil {
-		return m, err
-	}
-	if m.re != nil {
-		c = templateCost(m.re.String(), pattern)
-		if err := c.bounded(pattern); err != nil {
-			return Matcher{}, err
-		}
-	}
-	m.cost = cost{heap: max(c.heap, plainHeap(pattern)), work: c.work}
-	return m, nil
+// CompileAt compiles a subscriber's selector as Compile does, with
+// relative URL patterns and topics resolved against base (the hub URL
+// it subscribed at). Estimate says first what it will cost.
+func CompileAt(kind Kind, pattern, base string) (Matcher, error) {
+	return compile(kind, pattern, base)
 }
-
-// Heap is what a matcher made by CompileSelector holds, at least: what a
-// subscription is charged for it.
-func (m *Matcher) Heap() int64 { return m.cost.heap }
-
-// Work is the most work per byte of a topic that testing it takes, in
-// the units of MaxWork, for a matcher made by CompileSelector.
-func (m *Matcher) Work() int64 { return m.cost.work }
 
 func compile(kind Kind, pattern, base string) (Matcher, error) {
 	m := Matcher{Kind: kind, Pattern: pattern}

@@ -61,7 +61,7 @@ func TestSelectorsResolveAgainstTheHubURL(t *testing.T) {
 		{"books/:id", []string{"http://127.0.0.1:8080/v1/tenants/acme/.well-known/books/9"}, []string{"http://127.0.0.1:8080/books/9"}},
 		{"https://example.com/books/:id", []string{"https://example.com/books/9"}, []string{"/books/9"}},
 	} {
-		m, err := CompileSelector(URLPattern, c.pattern, hub)
+		m, err := CompileAt(URLPattern, c.pattern, hub)
 		if err != nil {
 			t.Fatal(err)
 		}

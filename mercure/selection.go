@@ -1,6 +1,7 @@
 package mercure
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,20 +23,26 @@ const (
 // selects an update by any of its topics; what the subscriber may see is
 // the frames' to say. The hub's own announcements are tried only against
 // the selectors aimed at them, and never for an anonymous subscriber.
+// parseSelection reads and counts it; its stream takes what it costs,
+// then compiles it (Compile).
 type selection struct {
+	// given is each distinct selector as the subscriber wrote it, and
+	// once compiled as the protocol names its matcher, for its
+	// subscription events.
+	given     []selector
+	kinds     []match.Kind // given's
+	anonymous bool
+	// base is the hub URL the subscriber came to, which relative URL
+	// patterns and topics resolve against; hubPath is its path.
+	base, hubPath string
+	heap          int64
+
 	exact    map[string]bool
 	patterns []match.Matcher
-	// base is the hub URL the subscriber came to, which relative URL
-	// patterns and topics resolve against.
-	base string
 	// announced is the selectors an announcement is tried against (the
 	// wildcard, and those aimed at the subscriptions' namespace); none
 	// for an anonymous subscriber, who may see none.
 	announced []match.Matcher
-	heap      int64
-	// given is each distinct selector as the subscriber wrote it, for
-	// its subscription events.
-	given []selector
 }
 
 // selector is one of a subscription's selectors, named by the
@@ -47,8 +54,8 @@ type selector struct{ matchType, match string }
 // match_urlpattern and 0.x's topic (a URI template, "*", or a topic);
 // any other match… parameter is a matcher the hub does not know: 400.
 // The bounds (at most 100 selectors of at most 1024 bytes) are checked
-// before anything is compiled, and each selector's cost as it is
-// (match.CompileSelector), with the sum of their matching work.
+// first, then what each selector and all of them would cost once
+// compiled (match.Estimate), all before anything is compiled.
 func parseSelection(r *http.Request, anonymous bool) (*selection, *refusal.Error) {
 	type param struct {
 		kind   match.Kind
@@ -56,7 +63,9 @@ func parseSelection(r *http.Request, anonymous bool) (*selection, *refusal.Error
 	}
 	var params []param
 	n := 0
-	for name, values := range r.URL.Query() {
+	q := r.URL.Query()
+	for _, name := range slices.Sorted(maps.Keys(q)) { // the same order every time
+		values := q[name]
 		var kind match.Kind
 		switch name {
 		case "match", "match_exact":
@@ -84,48 +93,65 @@ func parseSelection(r *http.Request, anonymous bool) (*selection, *refusal.Error
 	if n == 0 {
 		return nil, refusal.New(refusal.InvalidSelector, "a subscription names at least one match, match_urlpattern or topic")
 	}
-	s := &selection{exact: map[string]bool{}, base: hubBase(r)}
+	s := &selection{anonymous: anonymous, base: hubBase(r), hubPath: r.URL.EscapedPath()}
 	var work int64
 	for _, p := range params {
 		for _, v := range p.values {
-			m, err := match.CompileSelector(p.kind, v, s.base)
+			c, err := match.Estimate(p.kind, v, s.base)
 			if err != nil {
 				return nil, refusal.New(refusal.InvalidSelector, "%v", err)
 			}
-			if work += m.Work(); work > match.MaxSelectionWork {
+			if work += c.Work; work > match.MaxSelectionWork {
 				return nil, refusal.New(refusal.InvalidSelector, "the selectors together are too costly to match (about %d steps per byte of a topic; at most %d)", work, match.MaxSelectionWork)
 			}
-			s.add(p.kind, v, m, anonymous, r.URL.EscapedPath())
+			s.heap += c.Heap
+			g := selector{"exact", v}
+			if i := slices.Index(s.given, g); i < 0 || s.kinds[i] != p.kind {
+				s.given = append(s.given, g)
+				s.kinds = append(s.kinds, p.kind)
+			}
 		}
 	}
 	return s, nil
 }
 
-// add takes one compiled selector into the selection.
-func (s *selection) add(kind match.Kind, v string, m match.Matcher, anonymous bool, hubPath string) {
-	s.heap += m.Heap()
-	if v == "*" {
-		m = match.All() // the wildcard of every kind
+// Compile compiles the selectors, once the stream holds what they cost:
+// a malformed URL pattern is 400 invalid_selector.
+func (s *selection) Compile() *refusal.Error {
+	s.exact = map[string]bool{}
+	for i, g := range s.given {
+		kind, v := s.kinds[i], g.match
+		m, err := match.CompileAt(kind, v, s.base)
+		if err != nil {
+			return refusal.New(refusal.InvalidSelector, "%v", err)
+		}
+		if v == "*" {
+			m = match.All() // the wildcard of every kind
+		}
+		switch {
+		case v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()):
+			s.exact[v] = true
+		case kind == match.URLPattern && v != "*":
+			s.given[i].matchType = "urlpattern"
+			s.patterns = append(s.patterns, m)
+		case kind == match.Template && v != "*":
+			s.given[i].matchType = "template"
+			s.patterns = append(s.patterns, m)
+		default:
+			s.patterns = append(s.patterns, m)
+		}
+		if !s.anonymous && aimsAtAnnouncements(v, s.hubPath) {
+			s.announced = append(s.announced, m)
+		}
 	}
-	g := selector{"exact", v}
-	switch {
-	case v != "*" && (kind == match.Exact || kind == match.Template && m.Exact()):
-		s.exact[v] = true
-	case kind == match.URLPattern && v != "*":
-		g.matchType = "urlpattern"
-		s.patterns = append(s.patterns, m)
-	case kind == match.Template && v != "*":
-		g.matchType = "template"
-		s.patterns = append(s.patterns, m)
-	default:
-		s.patterns = append(s.patterns, m)
+	// Two selectors that the protocol names alike are one subscription.
+	for i := len(s.given) - 1; i > 0; i-- {
+		if slices.Index(s.given, s.given[i]) < i {
+			s.given = slices.Delete(s.given, i, i+1)
+			s.kinds = slices.Delete(s.kinds, i, i+1)
+		}
 	}
-	if !anonymous && aimsAtAnnouncements(v, hubPath) {
-		s.announced = append(s.announced, m)
-	}
-	if !slices.Contains(s.given, g) {
-		s.given = append(s.given, g)
-	}
+	return nil
 }
 
 // hubBase is the hub URL as the request reached the server: its scheme,
@@ -185,8 +211,8 @@ func (s *selection) AnnouncementKey() string {
 	return s.base + "|" + matchersKey(s.announced)
 }
 
-// Heap is what the selection's compiled selectors hold, at least (the
-// estimate of match.CompileSelector): its stream is charged for it.
+// Heap is what the selection's compiled selectors hold, at least (their
+// match.Estimate): its stream is charged for it before it compiles them.
 func (s *selection) Heap() int64 { return s.heap }
 
 // Exact is the topics selected by name, which the tenant hub indexes.

@@ -3,17 +3,21 @@ package mercure
 import (
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// selectionOf parses the subscription of a request to the hub path at
-// host with the given query.
+// selectionOf parses and compiles the subscription of a request to the
+// hub path at host with the given query.
 func selectionOf(t *testing.T, host, path, query string, anonymous bool) (*selection, string) {
 	t.Helper()
 	r := httptest.NewRequest("GET", "http://"+host+path+"?"+query, nil)
 	s, aerr := parseSelection(r, anonymous)
+	if aerr == nil {
+		aerr = s.Compile()
+	}
 	if aerr != nil {
 		return nil, string(aerr.Code) + ": " + aerr.Message
 	}
@@ -30,9 +34,10 @@ func named(n int) string {
 }
 
 // A subscription holds 1 to 100 selectors of 1 to 1024 bytes (400
-// invalid_selector otherwise, before anything is compiled), each
-// compiled against the hub URL the request came to, and refused as a
-// whole when its selectors together are too costly to match.
+// invalid_selector otherwise), each counted before anything is compiled
+// and compiled against the hub URL the request came to, and it is
+// refused as a whole when its selectors together are too costly to
+// match. Two selectors the protocol names alike are one subscription.
 func TestSelectionBounds(t *testing.T) {
 	const path = "/v1/tenants/acme/.well-known/mercure"
 	many := func(n int, value string) string {
@@ -101,5 +106,30 @@ func TestSelectionAtTheHubURL(t *testing.T) {
 		if got := aimsAtAnnouncements(v, path); got != aimed {
 			t.Errorf("%q aims at announcements: %v, want %v", v, got, aimed)
 		}
+	}
+}
+
+// Parsing compiles nothing: a subscription's selectors are counted, and
+// compiled only once its stream holds what they cost (Compile); the
+// protocol's names of the selectors are its compiled kinds, each once.
+func TestSelectionCompilesOnlyWhenAsked(t *testing.T) {
+	r := httptest.NewRequest("GET", "http://127.0.0.1:8080/.well-known/mercure?match=x&topic=x&topic=https://example.com/{id}&topic=https://example.com/{id}&match_urlpattern=/(", nil)
+	s, aerr := parseSelection(r, false)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	if s.exact != nil || s.patterns != nil || s.heap <= 0 {
+		t.Fatalf("parsing compiled: %v %v, heap %d", s.exact, s.patterns, s.heap)
+	}
+	if aerr := s.Compile(); aerr == nil || aerr.Code != "invalid_selector" {
+		t.Fatalf("compiling a malformed URL pattern: %v", aerr)
+	}
+	r = httptest.NewRequest("GET", "http://127.0.0.1:8080/.well-known/mercure?match=x&topic=x&topic=https://example.com/{id}&topic=https://example.com/{id}", nil)
+	s, _ = parseSelection(r, false)
+	if aerr := s.Compile(); aerr != nil {
+		t.Fatal(aerr)
+	}
+	if want := []selector{{"exact", "x"}, {"template", "https://example.com/{id}"}}; !slices.Equal(s.given, want) {
+		t.Fatalf("given %v, want %v", s.given, want)
 	}
 }

@@ -97,6 +97,9 @@ func (s *Set) Heap() int64 {
 	return n
 }
 
+// Compile is nil: a native selection compiles nothing (Parse made it).
+func (s *Set) Compile() *refusal.Error { return nil }
+
 // Names says whether topic is one of the exact topics.
 func (s *Set) Names(topic string) bool { return s.exact[topic] }
 
