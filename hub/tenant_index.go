@@ -169,7 +169,9 @@ func (x *patternIndex) matching(topic string) []*patternGroup {
 	}
 	t.through = x.nextID
 	groups := t.groups
-	x.bound()
+	if !x.within() {
+		x.bound()
+	}
 	return groups
 }
 
@@ -177,12 +179,16 @@ func (x *patternIndex) matching(topic string) []*patternGroup {
 // random), until the memo is within its bounds.
 func (x *patternIndex) bound() {
 	for k, t := range x.memo {
-		if len(x.memo) <= matchedTopicsMax && x.listed <= matchedGroupsMax {
+		if x.within() {
 			return
 		}
 		delete(x.memo, k)
 		x.listed -= len(t.groups)
 	}
+}
+
+func (x *patternIndex) within() bool {
+	return len(x.memo) <= matchedTopicsMax && x.listed <= matchedGroupsMax
 }
 
 func (x *patternIndex) clear() {

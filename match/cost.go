@@ -40,7 +40,7 @@ type Cost struct {
 // takes what its selectors cost before it spends the time to compile
 // them; one over MaxHeap or MaxWork is refused. A URL pattern is counted
 // from the expression it compiles to, a URI template from its length
-// (templateTerms), any other selector from its text.
+// (templateCost), any other selector from its text.
 func Estimate(kind Kind, pattern, base string) (Cost, error) {
 	var c Cost
 	switch {
@@ -93,13 +93,13 @@ const stepPerThread = 13
 // urlPatternCost is what the URL pattern compiles to, counted from the
 // expression the URL Pattern standard would build for it (nearly: see
 // urlPatternRegexp), with what it takes of the base as fixed text (its
-// host, and its path too for a pattern that is a relative path). An
-// expression that does not parse costs its text alone: compiling it
-// fails.
+// host, and its path too for a pattern that is a relative path). One
+// whose expression does not parse is charged the most a selector may
+// cost: compiling it will almost surely fail, and say why.
 func urlPatternCost(pattern, base string) Cost {
 	s, ok := shapeOfRegexp(urlPatternRegexp(pattern))
 	if !ok {
-		return Cost{}
+		return Cost{Heap: MaxHeap, Work: MaxWork}
 	}
 	if n := int64(baseTaken(pattern, base)); n > 0 {
 		s.insts += n
