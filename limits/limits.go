@@ -27,7 +27,7 @@ type Config struct {
 	// streams need, and one client address cannot take all of theirs.
 	MaxAnonymousStreams       int     `default:"5000" env:"EDGEHUB_MAX_ANONYMOUS_STREAMS" help:"Open streams without a token (Mercure's anonymous subscribers) in all, apart from --max-streams; more are 429."`
 	MaxTenantAnonymousStreams int     `default:"1000" env:"EDGEHUB_MAX_TENANT_ANONYMOUS_STREAMS" help:"Open streams without a token per tenant, apart from --max-tenant-streams; more are 429."`
-	MaxClientAnonymousStreams int     `default:"100" env:"EDGEHUB_MAX_CLIENT_ANONYMOUS_STREAMS" help:"Open streams without a token from one client address (the connection's peer), over all tenants; more are 429."`
+	MaxClientAnonymousStreams int     `default:"250" env:"EDGEHUB_MAX_CLIENT_ANONYMOUS_STREAMS" help:"Open streams without a token from one client address (the connection's peer), over all tenants; more are 429."`
 	PublishRate               float64 `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
 	PublishBurst              int     `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
 	// AdminFailureRate and AdminFailureBurst throttle refused admin keys
