@@ -100,9 +100,9 @@ type Log interface {
 	// only an empty page, or a page that reaches the head, says there is
 	// no more.
 	Read(ctx context.Context, tenant, topic string, after int64, limit, maxBytes int) (Page, error)
-	// ReadTenant reads the tenant's order after a position, the events of
-	// the topics match selects, with the gaps owed (Store.ReadTenant).
-	ReadTenant(ctx context.Context, tenant string, after int64, match func(topic string) bool, limit, maxBytes int) (TenantPage, error)
+	// ReadTenant reads the tenant's order after a position, the events
+	// sel selects, with the gaps owed (Store.ReadTenant).
+	ReadTenant(ctx context.Context, tenant string, after int64, sel TenantSelection, limit, maxBytes int) (TenantPage, error)
 	// UpdatePosition finds the tenant position of the earliest update that
 	// its publisher gave the id (Store.UpdatePosition).
 	UpdatePosition(ctx context.Context, tenant, id string) (pos int64, found bool, err error)

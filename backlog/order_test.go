@@ -31,7 +31,7 @@ func readOrder(t *testing.T, l *Store, tenant string, match func(string) bool) [
 	var all []event.OfTenant
 	after := int64(0)
 	for {
-		p, err := l.ReadTenant(context.Background(), tenant, after, match, 7, 1<<20)
+		p, err := l.ReadTenant(context.Background(), tenant, after, TopicMatch(match), 7, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestTenantPositionsHaveNoHole(t *testing.T) {
 		t.Fatalf("topic b of the order: %+v", onlyB)
 	}
 	// A read that starts inside a batch's segment starts at its position.
-	p, err := l.ReadTenant(ctx, "acme", 4, matchAll, 2, 1<<20)
+	p, err := l.ReadTenant(ctx, "acme", 4, TopicMatch(matchAll), 2, 1<<20)
 	if err != nil || len(p.Events) != 2 || p.Events[0].Pos != 5 || p.Events[0].Seq != 3 || p.Head != 12 || p.Next != 6 {
 		t.Fatalf("a read after 4: %+v, %v", p, err)
 	}
@@ -258,7 +258,7 @@ func TestTenantReadsOweGapsPerTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	gaps := func(after int64) string {
-		p, err := l.ReadTenant(ctx, "acme", after, matchAll, 100, 1<<20)
+		p, err := l.ReadTenant(ctx, "acme", after, TopicMatch(matchAll), 100, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,11 +291,11 @@ func TestTenantReadsOweGapsPerTopic(t *testing.T) {
 		t.Errorf("after the purge: %q", got)
 	}
 	// A page that ends early owes only the gaps up to where it ended.
-	p, err := l.ReadTenant(ctx, "acme", 0, matchAll, 1, 1<<20)
+	p, err := l.ReadTenant(ctx, "acme", 0, TopicMatch(matchAll), 1, 1<<20)
 	if err != nil || len(p.Events) != 1 || p.Next != 7 || len(p.Gaps) != 2 {
 		t.Fatalf("a page of one event: %+v, %v", p, err)
 	}
-	p, err = l.ReadTenant(ctx, "acme", 0, func(topic string) bool { return topic == "a" }, 1, 1<<20)
+	p, err = l.ReadTenant(ctx, "acme", 0, TopicMatch(func(topic string) bool { return topic == "a" }), 1, 1<<20)
 	if err != nil || len(p.Events) != 1 || p.Next != 8 || len(p.Gaps) != 1 || p.Gaps[0].Topic != "a" {
 		t.Fatalf("topic a's page: %+v, %v", p, err)
 	}
@@ -328,7 +328,7 @@ func TestManyGapsArePaged(t *testing.T) {
 	told := map[string]int{}
 	after, pages := int64(0), 0
 	for {
-		p, err := l.ReadTenant(ctx, "acme", after, matchAll, 100, 1<<20)
+		p, err := l.ReadTenant(ctx, "acme", after, TopicMatch(matchAll), 100, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -502,15 +501,15 @@ func (s *Store) UpdatePosition(ctx context.Context, tenant, id string) (int64, b
 }
 
 // ReadTenant returns the events of the tenant's order after a position,
-// in position order, whose topic or one of its others (a Mercure
-// update's) match accepts (asked once per topic),
-// with the page bounds of Read: at most limit events, and none that would
-// take the data past maxBytes unless the page is empty; and at most
-// tenantGapsMax gaps, Next cut short to the last one's position if there
-// are more.
+// in position order, that sel selects (Selects: its topics tested once
+// per page, an announcement's id never remembered), with the page bounds
+// of Read: at most limit events, and none that would take the data past
+// maxBytes unless the page is empty; and at most tenantGapsMax gaps of
+// the topics sel matches, Next cut short to the last one's position if
+// there are more.
 // Events at or below their topic's trim point are left out. Everything
 // comes from one read transaction, and only what is durable.
-func (s *Store) ReadTenant(ctx context.Context, tenant string, after int64, match func(topic string) bool, limit, maxBytes int) (TenantPage, error) {
+func (s *Store) ReadTenant(ctx context.Context, tenant string, after int64, sel TenantSelection, limit, maxBytes int) (TenantPage, error) {
 	p := TenantPage{Next: after}
 	tx, err := s.read.BeginTx(ctx, s.d.readTx)
 	if err != nil {
@@ -528,26 +527,19 @@ func (s *Store) ReadTenant(ctx context.Context, tenant string, after int64, matc
 	if err := s.seen(ctx); err != nil {
 		return p, err
 	}
-	matches := map[string]bool{}
-	matching := func(topic string) bool {
-		m, ok := matches[topic]
-		if !ok {
-			m = match(topic)
-			matches[topic] = m
-		}
-		return m
-	}
-	if err := s.readOrder(ctx, tx, orderKey, after, matching, limit, maxBytes, &p); err != nil {
+	match := remembered(sel)
+	selects := func(e *event.OfTenant) bool { return Selects(sel, e, match) }
+	if err := s.readOrder(ctx, tx, orderKey, after, selects, limit, maxBytes, &p); err != nil {
 		return p, fmt.Errorf("read the order of tenant %s after %d: %w", tenant, after, err)
 	}
-	if err := s.readGaps(ctx, tx, tenant, after, matching, &p); err != nil {
+	if err := s.readGaps(ctx, tx, tenant, after, match, &p); err != nil {
 		return p, fmt.Errorf("read the gaps of tenant %s after %d: %w", tenant, after, err)
 	}
 	return p, nil
 }
 
 // readOrder is ReadTenant's read of events.
-func (s *Store) readOrder(ctx context.Context, tx *sql.Tx, orderKey, after int64, match func(string) bool, limit, maxBytes int, p *TenantPage) error {
+func (s *Store) readOrder(ctx context.Context, tx *sql.Tx, orderKey, after int64, selects func(*event.OfTenant) bool, limit, maxBytes int, p *TenantPage) error {
 	rows, err := tx.QueryContext(ctx, s.q(`SELECT t.topic, t.trimmed, `+eventColumns("e.")+`
 		FROM events e JOIN topics t ON t.id = e.topic_id
 		WHERE e.tenant_key = ? AND e.pos > ? ORDER BY e.pos`), orderKey, after)
@@ -567,22 +559,22 @@ func (s *Store) readOrder(ctx context.Context, tx *sql.Tx, orderKey, after int64
 		if err := rows.Scan(args...); err != nil {
 			return err
 		}
-		wanted := match(topic)
 		err := row.each(0, func(e event.Event) bool {
+			of := event.OfTenant{Topic: topic, Event: e}
 			switch {
 			case e.Pos <= after:
 				return true
 			case scanned == tenantScanMax:
 				stopped = true
 				return false
-			case !wanted && !slices.ContainsFunc(e.Others(), match) || e.Seq <= trimmed:
+			case e.Seq <= trimmed || !selects(&of):
 			case len(p.Events) == limit || len(p.Events) > 0 && size+len(e.Data) > maxBytes:
 				stopped = true
 				return false
 			default:
 				size += len(e.Data)
-				e.Data = bytes.Clone(e.Data) // the row's bytes are the driver's
-				p.Events = append(p.Events, event.OfTenant{Topic: topic, Event: e})
+				of.Data = bytes.Clone(e.Data) // the row's bytes are the driver's
+				p.Events = append(p.Events, of)
 			}
 			scanned++
 			p.Next = e.Pos

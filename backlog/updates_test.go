@@ -41,7 +41,7 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 			t.Errorf("topic read, event %d: update %+v, want %+v", i+1, p.Events[i].Update, want)
 		}
 	}
-	tp, err := l.ReadTenant(ctx, "acme", 0, func(string) bool { return true }, 10, 1<<20)
+	tp, err := l.ReadTenant(ctx, "acme", 0, TopicMatch(func(string) bool { return true }), 10, 1<<20)
 	if err != nil || len(tp.Events) != 5 {
 		t.Fatalf("tenant read: %d events: %v", len(tp.Events), err)
 	}
@@ -50,7 +50,7 @@ func TestUpdatesKeepWhatTheirPublisherSaid(t *testing.T) {
 			t.Errorf("tenant read, position %d: update %+v, want %+v", tp.Events[i].Pos, tp.Events[i].Update, want)
 		}
 	}
-	by, err := l.ReadTenant(ctx, "acme", 0, func(topic string) bool { return topic == "https://example.com/authors/2" }, 10, 1<<20)
+	by, err := l.ReadTenant(ctx, "acme", 0, TopicMatch(func(topic string) bool { return topic == "https://example.com/authors/2" }), 10, 1<<20)
 	if err != nil || len(by.Events) != 2 || by.Events[0].Pos != 1 || by.Events[1].Pos != 4 {
 		t.Errorf("a tenant read selecting an update's other topic: %+v %v, want positions 1 and 4", by.Events, err)
 	}

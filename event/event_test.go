@@ -43,3 +43,20 @@ func TestStateJSON(t *testing.T) {
 		t.Fatalf("state %s, want %s (%v)", got, want, err)
 	}
 }
+
+// An announcement is an update of the hub's own type; a native event of
+// that type, or an update of another, is none.
+func TestAnnouncement(t *testing.T) {
+	for _, c := range []struct {
+		e    Event
+		want bool
+	}{
+		{Event{Type: AnnouncementType, Update: &Update{Private: true, Topics: []string{"/id"}}}, true},
+		{Event{Type: AnnouncementType}, false},
+		{Event{Type: "message", Update: &Update{}}, false},
+	} {
+		if got := c.e.Announcement(); got != c.want {
+			t.Errorf("%+v: announcement %v, want %v", c.e, got, c.want)
+		}
+	}
+}

@@ -22,6 +22,20 @@ type Update struct {
 	Retry int64 `json:"retry,omitempty"`
 }
 
+// AnnouncementType is the type of the hub's own Mercure announcements
+// (subscription events), which no publisher may use: with an Update, it
+// marks an event as one (Announcement).
+const AnnouncementType = "mercure"
+
+// Announcement says whether e is one of the hub's own Mercure
+// announcements: an update of the hub's own type. Each names a new,
+// unique other topic, so a stream's patterns are never tried against it
+// unless the stream may receive it (backlog.Selects); a native event of
+// that type is no announcement.
+func (e *Event) Announcement() bool {
+	return e.Update != nil && e.Type == AnnouncementType
+}
+
 // Others is the topics of e besides its own, by which a Mercure
 // subscriber may select it too: none for a native event.
 func (e *Event) Others() []string {

@@ -57,6 +57,10 @@ func allowQueryToken(r *http.Request) *http.Request {
 type Access struct {
 	Tenant auth.Tenant
 	Token  auth.Token
+	// Anonymous says the request came with no credentials at all, as
+	// Mercure lets a subscriber: its stream takes an anonymous slot and
+	// budget (plan 052), never the token streams'.
+	Anonymous bool
 }
 
 // EndsAt is when a stream opened with a's token must end: when the token

@@ -186,10 +186,11 @@ func (g *Gate) Hold(tenant string) *limits.Hold { return g.s.deps.ReadBudget.Hol
 // AuthorizeSubscriber checks the credentials of a subscriber who may
 // come with none (Mercure's anonymous subscribers, who see only public
 // updates): without a token, an Access that grants nothing, for a tenant
-// that exists and lets anonymous subscribers in (any, in dev mode), and
-// anonymous true; else the very refusal a tenant that does not exist
-// gets, so that a stranger cannot tell them apart. With a token, what it
-// grants, as for any stream.
+// that exists and lets anonymous subscribers in (any, in dev mode),
+// Anonymous, and anonymous true; else the very refusal a tenant that does
+// not exist gets, so that a stranger cannot tell them apart. With a
+// token, what it grants, as for any stream. An anonymous stream takes
+// the anonymous streams' slots and budgets (ServeTenantStream).
 func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, anonymous bool, aerr *refusal.Error) {
 	s := g.s
 	if token(r) != "" {
@@ -197,11 +198,11 @@ func (g *Gate) AuthorizeSubscriber(r *http.Request, tenant string) (a Access, an
 		return a, false, aerr
 	}
 	if s.cfg.Dev {
-		return Access{Tenant: auth.Tenant{Name: tenant}}, true, nil
+		return Access{Tenant: auth.Tenant{Name: tenant}, Anonymous: true}, true, nil
 	}
 	t, aerr := s.tenant(r, tenant, "", "none")
 	if aerr == nil && !t.Mercure.Anonymous {
 		aerr = s.refuseCredentials(r, tenant, "", "none", errNoCredentials)
 	}
-	return Access{Tenant: t}, true, aerr
+	return Access{Tenant: t, Anonymous: true}, true, aerr
 }

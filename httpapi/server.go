@@ -104,6 +104,11 @@ type Deps struct {
 	// clients stop reading, in all and per tenant; SpoolBudget the bytes
 	// of those answers kept on disk. Nil turns one off.
 	ReadBudget, SpoolBudget *limits.Budget
+	// AnonymousSelectors bounds what the selectors of anonymous streams
+	// hold, compiled, in all and per tenant, and AnonymousByClient the
+	// same bytes per client address: a smaller budget apart from the
+	// read budget, whose tenant shares the token streams' selectors take.
+	AnonymousSelectors, AnonymousByClient *limits.Budget
 	// Protocols are served beside the native API (Durable Streams).
 	Protocols []Protocol
 	// JWKSTransport carries issuers' JWKS fetches (nil: the default).
@@ -180,7 +185,8 @@ const endGrace = time.Second
 
 // New builds the router.
 func New(cfg Config, deps Deps, hooks Hooks) *Server {
-	for _, b := range []**limits.Budget{&deps.ReadBudget, &deps.SpoolBudget, &deps.PublishBodies, &deps.UnsignedBodies, &deps.UnsignedByClient} {
+	for _, b := range []**limits.Budget{&deps.ReadBudget, &deps.SpoolBudget, &deps.PublishBodies, &deps.UnsignedBodies, &deps.UnsignedByClient,
+		&deps.AnonymousSelectors, &deps.AnonymousByClient} {
 		if *b == nil {
 			*b = limits.NewBudget(0, 0, "")
 		}

@@ -2,9 +2,13 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/edgehub/edgehub/hub"
+	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/refusal"
 )
 
@@ -35,11 +39,19 @@ func (s *Server) tenantWatch(w http.ResponseWriter, r *http.Request, tenant stri
 
 // Selection is a tenant stream's selection as the hub and the topic list
 // see it: what it selects, and, so that streams that select alike are
-// counted as one group, a key and its exact names.
+// counted as one group, a key and its exact names; and what it holds,
+// which its stream is charged for.
 type Selection interface {
 	hub.Selection
 	Key() string
 	Names(topic string) bool
+	// Heap is what the selection holds (its compiled selectors, at
+	// least), taken from the budgets for the stream's life before
+	// Compile spends the time to compile them.
+	Heap() int64
+	// Compile compiles the selectors, once the stream holds what they
+	// cost; its refusal (a malformed pattern) is the stream's answer.
+	Compile() *refusal.Error
 }
 
 // TenantFrames is a protocol's wire format of a tenant stream
@@ -59,9 +71,10 @@ type TenantFrames interface {
 
 // ServeTenantStream serves a protocol's tenant stream for a, whose
 // credentials were checked: it registers with the tenant's hub at from
-// before its first byte, holds one place under the stream limits, writes
-// frames (the native ones if nil), and ends when a's token stops being
-// accepted (Access.EndsAt).
+// before its first byte, holds one place under the stream limits (an
+// anonymous one's, for an Anonymous a) and its selection's heap from the
+// budgets (openTenantStream), writes frames (the native ones if nil),
+// and ends when a's token stops being accepted (Access.EndsAt).
 func (g *Gate) ServeTenantStream(w http.ResponseWriter, r *http.Request, a Access, sel Selection, from hub.From, frames TenantFrames) {
 	g.s.serveTenant(w, r, a, sel, from, frames)
 }
@@ -69,7 +82,7 @@ func (g *Gate) ServeTenantStream(w http.ResponseWriter, r *http.Request, a Acces
 // serveTenant registers a tenant stream and writes it (ServeTenantStream).
 func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access, sel Selection, from hub.From, frames TenantFrames) {
 	tenant := ten.Tenant.Name
-	release, refused := s.deps.Limits.OpenStream(tenant)
+	release, refused := s.openTenantStream(r, ten, sel)
 	if refused != nil {
 		writeError(w, refused)
 		return
@@ -120,4 +133,59 @@ func (s *Server) serveTenant(w http.ResponseWriter, r *http.Request, ten Access,
 	s.deps.Metrics.StreamsOpen.Inc()
 	st := &sseStream{s: s, sub: tenantSource{sub}, sel: sel, release: release, tenant: tenant, frames: frames, cause: cause}
 	st.serveOn(w, r)
+}
+
+// openTenantStream takes what a tenant stream holds for its life, before
+// it registers: a place under the stream limits, and its selection's
+// heap from the budgets, which refuse with 429 what does not fit now;
+// only then does it compile the selection, so that a client without a
+// place makes the server compile nothing. A stream with a token takes
+// them from its tenant's (the stream caps, the tenant's share of the
+// read budget); an anonymous one from the anonymous caps and budget, by
+// tenant and by client address (the connection's peer, as for unsigned
+// webhook bodies), so that anonymous subscribers never take what the
+// tenant's token streams need. release gives everything back.
+func (s *Server) openTenantStream(r *http.Request, ten Access, sel Selection) (release func(), refused *refusal.Error) {
+	tenant := ten.Tenant.Name
+	type charge struct {
+		budget *limits.Budget
+		holder string
+	}
+	var charges []charge
+	var slot func()
+	if ten.Anonymous {
+		client := clientHost(r)
+		slot, refused = s.deps.Limits.OpenAnonymousStream(tenant, client)
+		charges = []charge{{s.deps.AnonymousSelectors, tenant}, {s.deps.AnonymousByClient, client}}
+	} else {
+		slot, refused = s.deps.Limits.OpenStream(tenant)
+		charges = []charge{{s.deps.ReadBudget, tenant}}
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	n := sel.Heap()
+	var taken []charge
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			for _, c := range taken {
+				c.budget.Shrink(c.holder, n)
+			}
+			slot()
+		})
+	}
+	for _, c := range charges {
+		if !c.budget.Grow(c.holder, n) {
+			release()
+			return nil, &refusal.Error{Code: refusal.Overloaded, RetryAfter: 5 * time.Second,
+				Message: fmt.Sprintf("the selectors (about %d KiB compiled) do not fit in what this tenant's or this client's streams may hold now", n>>10)}
+		}
+		taken = append(taken, c)
+	}
+	if aerr := sel.Compile(); aerr != nil {
+		release()
+		return nil, aerr
+	}
+	return release, nil
 }

@@ -378,14 +378,8 @@ func (c counted) AppendTopicGap(b []byte, id int64, topic string, to int64) []by
 	return b
 }
 
-// AppendTenantEvent is the SSE frame of a tenant stream's event. The hub
-// hands a native stream a Mercure update that one of its other topics
-// selects too: the contract selects by the event's topic, so it is
-// skipped.
+// AppendTenantEvent is the SSE frame of a tenant stream's event.
 func (st *sseStream) AppendTenantEvent(b []byte, e *event.OfTenant, envelope []byte) []byte {
-	if len(e.Others()) > 0 && !st.sel.Match(e.Topic) {
-		return b
-	}
 	st.events++
 	return sse.AppendTenantEvent(b, e, envelope)
 }

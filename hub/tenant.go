@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -25,18 +26,24 @@ import (
 
 // Selection is what a tenant stream asks for (packages selector and
 // mercure build it): exact topics, which the hub indexes by name, and
-// patterns, which it tests once per topic; an event is the stream's when
-// its topic or one of its others (a Mercure update's) is selected. The
-// native selection is narrowed by the token's grants already; Mercure's
-// encoder withholds what its subscriber may not see.
+// patterns, which it tests once per topic; a native selection takes an
+// event by its own topic, a Mercure one by any of an update's topics,
+// and announcements only as backlog.Selects says. The native selection
+// is narrowed by the token's grants already; Mercure's encoder withholds
+// what its subscriber may not see.
 type Selection interface {
-	Match(topic string) bool
+	backlog.TenantSelection
 	Exact() []string
 	Patterned() bool
 	MatchPattern(topic string) bool
 	// PatternKey is the same for two selections whose MatchPattern
 	// answers alike for every topic, so that one test serves both.
 	PatternKey() string
+	// AnnouncementKey is the same for two selections whose
+	// MatchAnnouncement answers alike for every topic; empty for one
+	// that no announcement is tried against (a native selection, which
+	// takes them by their own topic, or a Mercure one that takes none).
+	AnnouncementKey() string
 }
 
 type (
@@ -95,25 +102,6 @@ const (
 	maxTenantAheadBytes = 4 << 20
 )
 
-// matchedTopicsMax and matchedGroupsMax bound what a tenant hub
-// remembers of its pattern tests: the topics, and the pattern groups
-// listed over all of them (10 000 groups that all match would otherwise
-// list 10 000 for each topic remembered). Past either, it forgets them
-// all and tests again.
-const (
-	matchedTopicsMax = 4096
-	matchedGroupsMax = 1 << 20
-)
-
-// patternGroup is the live streams whose selections' patterns select
-// alike (Selection.PatternKey): one test of a topic serves them all, so
-// that a thousand subscribers of one URL pattern cost one test, and a
-// stream joining a group changes no test remembered.
-type patternGroup struct {
-	sel     Selection // its first stream's; any would do
-	streams map[*tstream]struct{}
-}
-
 // tenantHub is the actor of one tenant's order. All its fields are owned
 // by its Receive.
 type tenantHub struct {
@@ -129,15 +117,13 @@ type tenantHub struct {
 	// live streams are at the head and pushed to; catchingUp ones read
 	// the log.
 	live, catchingUp streamSet[*tstream]
-	// byTopic indexes the live streams that name a topic exactly;
-	// patterned groups those with patterns by PatternKey, and matched
-	// remembers, per topic seen since the groups last changed, which
-	// groups match.
-	byTopic   map[string]map[*tstream]struct{}
-	patterned map[string]*patternGroup
-	matched   map[string][]*patternGroup
-	// matchedGroups is the groups listed over all of matched.
-	matchedGroups int
+	// native and mercure index the live streams (tenant_index.go): a
+	// native stream is found by an event's own topic only, a Mercure one
+	// by any of its topics. announced groups the Mercure streams that
+	// announcements are tried against, by AnnouncementKey; they are
+	// tried against no other stream.
+	native, mercure topicIndex
+	announced       map[string]*patternGroup
 
 	// ahead holds own commits that do not follow head yet, by first
 	// position; aheadBytes is their envelopes' bytes.
@@ -155,8 +141,8 @@ func newTenantHub(tenant string, opts *Options) *tenantHub {
 	return &tenantHub{tenant: tenant, opts: opts,
 		live:       newStreamSet[*tstream](opts.Metrics.StreamsLive),
 		catchingUp: newStreamSet[*tstream](opts.Metrics.StreamsCatchingUp),
-		byTopic:    map[string]map[*tstream]struct{}{}, patterned: map[string]*patternGroup{},
-		matched: map[string][]*patternGroup{}, ahead: map[int64][]*titem{}}
+		native:     newTopicIndex(), mercure: newTopicIndex(), announced: map[string]*patternGroup{},
+		ahead: map[int64][]*titem{}}
 }
 
 func (h *tenantHub) Receive(ctx actor.Context) {
@@ -247,21 +233,12 @@ func (h *tenantHub) goLive(s *tstream, position int64) bool {
 
 func (h *tenantHub) addLive(s *tstream) {
 	h.live.add(s)
-	for _, t := range s.sel.Exact() {
-		set := h.byTopic[t]
-		if set == nil {
-			set = map[*tstream]struct{}{}
-			h.byTopic[t] = set
-		}
-		set[s] = struct{}{}
-	}
-	if s.sel.Patterned() {
-		k := s.sel.PatternKey()
-		g := h.patterned[k]
+	h.indexOf(s).add(s)
+	if k := s.sel.AnnouncementKey(); k != "" {
+		g := h.announced[k]
 		if g == nil {
 			g = &patternGroup{sel: s.sel, streams: map[*tstream]struct{}{}}
-			h.patterned[k] = g
-			h.forgetMatched() // a test no topic has had
+			h.announced[k] = g
 		}
 		g.streams[s] = struct{}{}
 	}
@@ -272,103 +249,22 @@ func (h *tenantHub) removeLive(s *tstream) {
 		return
 	}
 	h.live.remove(s)
-	for _, t := range s.sel.Exact() {
-		if set := h.byTopic[t]; set != nil {
-			delete(set, s)
-			if len(set) == 0 {
-				delete(h.byTopic, t)
-			}
-		}
-	}
-	if s.sel.Patterned() {
-		k := s.sel.PatternKey()
-		if g := h.patterned[k]; g != nil {
-			delete(g.streams, s)
-			if len(g.streams) == 0 {
-				delete(h.patterned, k)
-				h.forgetMatched()
+	h.indexOf(s).remove(s)
+	if k := s.sel.AnnouncementKey(); k != "" {
+		if g := h.announced[k]; g != nil {
+			if delete(g.streams, s); len(g.streams) == 0 {
+				delete(h.announced, k)
 			}
 		}
 	}
 }
 
-// matching is the live pattern streams that match topic: each pattern
-// group is tested once per topic while the groups stay the same.
-func (h *tenantHub) matching(topic string) []*tstream {
-	if len(h.patterned) == 0 {
-		return nil
+// indexOf is the index of the stream's kind.
+func (h *tenantHub) indexOf(s *tstream) *topicIndex {
+	if s.sel.ByOthers() {
+		return &h.mercure
 	}
-	groups, ok := h.matched[topic]
-	if !ok {
-		for _, g := range h.patterned {
-			if g.sel.MatchPattern(topic) {
-				groups = append(groups, g)
-			}
-		}
-		if len(h.matched) >= matchedTopicsMax || h.matchedGroups+len(groups) > matchedGroupsMax {
-			h.forgetMatched()
-		}
-		h.matched[topic] = groups
-		h.matchedGroups += len(groups)
-	}
-	n := 0
-	for _, g := range groups {
-		n += len(g.streams)
-	}
-	m := make([]*tstream, 0, n)
-	for _, g := range groups {
-		for s := range g.streams {
-			m = append(m, s)
-		}
-	}
-	return m
-}
-
-// othersOf is the topics of items besides their own (a Mercure update's
-// others), which select them too.
-func othersOf(items []*titem) []string {
-	var others []string
-	for _, it := range items {
-		others = append(others, it.Others()...)
-	}
-	return others
-}
-
-// matchingAny adds to the streams that select a commit by its topic
-// (exact, patterned) those that select it by one of its others, each
-// once: all of them come back in patterned, whose streams the hub offers
-// to only while they are live.
-func (h *tenantHub) matchingAny(exact map[*tstream]struct{}, patterned []*tstream, others []string) (map[*tstream]struct{}, []*tstream) {
-	seen := make(map[*tstream]bool, len(exact)+len(patterned))
-	var all []*tstream
-	add := func(s *tstream) {
-		if !seen[s] {
-			seen[s] = true
-			all = append(all, s)
-		}
-	}
-	for s := range exact {
-		add(s)
-	}
-	for _, s := range patterned {
-		add(s)
-	}
-	for _, t := range others {
-		for s := range h.byTopic[t] {
-			add(s)
-		}
-		for _, s := range h.matching(t) {
-			add(s)
-		}
-	}
-	return nil, all
-}
-
-// forgetMatched forgets every pattern test: the live pattern streams
-// changed, or what is remembered reached its bounds.
-func (h *tenantHub) forgetMatched() {
-	clear(h.matched)
-	h.matchedGroups = 0
+	return &h.native
 }
 
 // own applies a commit of this process's: at once if it follows the head,
@@ -432,26 +328,82 @@ func (h *tenantHub) applyAhead() {
 }
 
 // apply advances the head over items, which follow it, and pushes each to
-// the live streams it matches; a stream whose queue is full goes back to
-// the log.
+// the live streams that select it (backlog.Selects, through the index); a
+// stream whose queue is full goes back to the log.
 func (h *tenantHub) apply(items []*titem) {
 	h.head = items[len(items)-1].Pos
 	topic := items[0].Topic // a commit is one topic's
-	exact, patterned := h.byTopic[topic], h.matching(topic)
-	if others := othersOf(items); len(others) > 0 {
-		exact, patterned = h.matchingAny(exact, patterned, others)
-	}
-	if len(exact)+len(patterned) == 0 {
+	if slices.ContainsFunc(items, func(it *titem) bool { return len(it.Others()) > 0 }) {
+		h.applyEach(topic, items)
 		return
 	}
-	if !h.pin(items) {
+	// Every item is selected by its topic alone, the same for all. A
+	// stream both named and matched comes twice: its second offer finds
+	// the items queued already.
+	var to []*tstream
+	add := func(s *tstream) { to = append(to, s) }
+	h.native.each(topic, add)
+	h.mercure.each(topic, add)
+	if len(to) == 0 {
+		return
+	}
+	h.deliver(items, to, func(*tstream) []*titem { return items })
+}
+
+// applyEach pushes a commit whose events have other topics (Mercure
+// updates, announcements), each to the streams that select it: the
+// native ones by the commit's topic, the Mercure ones by any topic of an
+// update, and an announcement only to the groups it is tried against.
+func (h *tenantHub) applyEach(topic string, items []*titem) {
+	var native []*tstream
+	h.native.each(topic, func(s *tstream) { native = append(native, s) })
+	var to []*tstream
+	given := map[*tstream][]*titem{}
+	give := func(it *titem) func(*tstream) {
+		return func(s *tstream) {
+			got, ok := given[s]
+			if !ok {
+				to = append(to, s)
+			}
+			if len(got) == 0 || got[len(got)-1] != it {
+				given[s] = append(got, it)
+			}
+		}
+	}
+	for _, it := range items {
+		f := give(it)
+		for _, s := range native {
+			f(s)
+		}
+		if it.Announcement() {
+			for _, g := range h.announced {
+				if g.sel.MatchAnnouncement(topic) || slices.ContainsFunc(it.Others(), g.sel.MatchAnnouncement) {
+					for s := range g.streams {
+						f(s)
+					}
+				}
+			}
+			continue
+		}
+		h.mercure.each(topic, f)
+		for _, other := range it.Others() {
+			h.mercure.each(other, f)
+		}
+	}
+	if len(to) == 0 {
+		return
+	}
+	h.deliver(items, to, func(s *tstream) []*titem { return given[s] })
+}
+
+// deliver offers each of the streams to its part of items (what items
+// gives it), all of them pinned while it does; a stream no longer live
+// (demoted by an offer before) is passed over.
+func (h *tenantHub) deliver(all []*titem, to []*tstream, items func(*tstream) []*titem) {
+	if !h.pin(all) {
 		// No room in the read budget: the streams that would hold them
 		// read them from the log, waiting for room as catching-up ones do.
-		for s := range exact {
-			s.demote()
-			h.demote(s)
-		}
-		for _, s := range patterned {
+		for _, s := range to {
 			if h.live.has(s) {
 				s.demote()
 				h.demote(s)
@@ -459,15 +411,12 @@ func (h *tenantHub) apply(items []*titem) {
 		}
 		return
 	}
-	for s := range exact {
-		h.offer(s, items)
-	}
-	for _, s := range patterned {
+	for _, s := range to {
 		if h.live.has(s) {
-			h.offer(s, items)
+			h.offer(s, items(s))
 		}
 	}
-	h.opts.ReadBudget.Shrink(h.tenant, releaseT(items))
+	h.opts.ReadBudget.Shrink(h.tenant, releaseT(all))
 }
 
 // pin takes a reference to each of items for the hub while it offers
@@ -524,9 +473,9 @@ func (h *tenantHub) endAll() {
 		}
 		set.clear()
 	}
-	clear(h.byTopic)
-	clear(h.patterned)
-	h.forgetMatched()
+	h.native.clear()
+	h.mercure.clear()
+	clear(h.announced)
 }
 
 // tick reads the log after the head now and then while streams are live,
@@ -576,7 +525,8 @@ func (h *tenantHub) read(ctx actor.Context, first bool) {
 			return
 		}
 		defer release()
-		page, err := opts.Log.ReadTenant(c, tenant, after, func(string) bool { return true }, opts.PageSize, tenantReadBytes)
+		every := backlog.TopicMatch(func(string) bool { return true })
+		page, err := opts.Log.ReadTenant(c, tenant, after, every, opts.PageSize, tenantReadBytes)
 		opts.root.Send(self, &tenantRead{page: page, items: tenantItems(page.Events, opts.clock()), err: err})
 	}()
 }

@@ -275,7 +275,7 @@ func (s *TenantSubscription) readPage(ctx context.Context) (backlog.TenantPage, 
 	if err := s.hold.Wait(ctx, int64(catchUpBytes+event.EnvelopeOverhead*(opts.PageSize+1))); err != nil {
 		return backlog.TenantPage{}, fmt.Errorf("catch up tenant %s after %d: %w", s.tenant, s.position, err)
 	}
-	page, err := opts.Log.ReadTenant(ctx, s.tenant, s.position, s.stream.sel.Match, opts.PageSize, catchUpBytes)
+	page, err := opts.Log.ReadTenant(ctx, s.tenant, s.position, s.stream.sel, opts.PageSize, catchUpBytes)
 	if err != nil {
 		return page, fmt.Errorf("catch up tenant %s after %d: %w", s.tenant, s.position, err)
 	}

@@ -1,6 +1,8 @@
 // Package limits keeps any one client from exhausting the hub: caps on open
-// streams, per tenant and in all, a publish rate per tenant, and a rate
-// of refused admin keys per client address.
+// streams, per tenant and in all, and on anonymous ones (Mercure's
+// subscribers without a token) apart, per tenant, per client address and
+// in all; a publish rate per tenant; and a rate of refused admin keys per
+// client address.
 package limits
 
 import (
@@ -17,10 +19,17 @@ import (
 // edgehub serve (server.Config embeds it), with their EDGEHUB_ variables
 // and defaults.
 type Config struct {
-	MaxStreams       int     `default:"10000" env:"EDGEHUB_MAX_STREAMS" help:"Open streams in all; more are 429."`
-	MaxTenantStreams int     `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
-	PublishRate      float64 `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
-	PublishBurst     int     `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
+	MaxStreams       int `default:"10000" env:"EDGEHUB_MAX_STREAMS" help:"Open streams in all; more are 429."`
+	MaxTenantStreams int `default:"1000" env:"EDGEHUB_MAX_TENANT_STREAMS" help:"Open streams per tenant; more are 429."`
+	// The anonymous caps count streams that came with no token (Mercure's
+	// anonymous subscribers) apart from the caps above, which they never
+	// count against: strangers cannot take the slots a tenant's token
+	// streams need, and one client address cannot take all of theirs.
+	MaxAnonymousStreams       int     `default:"5000" env:"EDGEHUB_MAX_ANONYMOUS_STREAMS" help:"Open streams without a token (Mercure's anonymous subscribers) in all, apart from --max-streams; more are 429."`
+	MaxTenantAnonymousStreams int     `default:"1000" env:"EDGEHUB_MAX_TENANT_ANONYMOUS_STREAMS" help:"Open streams without a token per tenant, apart from --max-tenant-streams; more are 429."`
+	MaxClientAnonymousStreams int     `default:"250" env:"EDGEHUB_MAX_CLIENT_ANONYMOUS_STREAMS" help:"Open streams without a token from one client address (the connection's peer), over all tenants; more are 429."`
+	PublishRate               float64 `default:"5000" env:"EDGEHUB_PUBLISH_RATE" help:"Publish requests per second per tenant; more are 429."`
+	PublishBurst              int     `default:"10000" env:"EDGEHUB_PUBLISH_BURST" help:"Publish requests a tenant may make at once above the rate."`
 	// AdminFailureRate and AdminFailureBurst throttle refused admin keys
 	// per client address (Failures): past the burst, every admin request
 	// of the address is 429 until its bucket refills.
@@ -35,8 +44,17 @@ type Limits struct {
 	mu       sync.Mutex
 	streams  int
 	tenants  map[string]int
+	anon     anonymous
 	limiters map[string]*rate.Limiter
 	pruneAt  int
+}
+
+// anonymous counts the open streams without a token, in all, by tenant
+// and by client address; each map holds only what is open.
+type anonymous struct {
+	streams int
+	tenants map[string]int
+	clients map[string]int
 }
 
 // minPrune is the number of rate limiters kept before the first prune.
@@ -47,7 +65,8 @@ func New(cfg Config) *Limits {
 	if cfg.PublishBurst <= 0 {
 		cfg.PublishBurst = max(1, int(math.Ceil(cfg.PublishRate)))
 	}
-	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}, pruneAt: minPrune}
+	return &Limits{cfg: cfg, tenants: map[string]int{}, limiters: map[string]*rate.Limiter{}, pruneAt: minPrune,
+		anon: anonymous{tenants: map[string]int{}, clients: map[string]int{}}}
 }
 
 // OpenStream takes a stream slot of tenant; release gives it back. A
@@ -72,6 +91,40 @@ func (l *Limits) OpenStream(tenant string) (release func(), refused *refusal.Err
 			l.streams--
 			if l.tenants[tenant]--; l.tenants[tenant] == 0 {
 				delete(l.tenants, tenant)
+			}
+		})
+	}, nil
+}
+
+// OpenAnonymousStream takes a slot of tenant's for a stream without a
+// token from the client address client, under the anonymous caps alone;
+// release gives it back.
+func (l *Limits) OpenAnonymousStream(tenant, client string) (release func(), refused *refusal.Error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := &l.anon
+	switch {
+	case l.cfg.MaxAnonymousStreams > 0 && a.streams >= l.cfg.MaxAnonymousStreams:
+		return nil, &refusal.Error{Code: refusal.TooManyStreams, Message: "the server has as many open streams without a token as it allows", RetryAfter: 5 * time.Second}
+	case l.cfg.MaxTenantAnonymousStreams > 0 && a.tenants[tenant] >= l.cfg.MaxTenantAnonymousStreams:
+		return nil, &refusal.Error{Code: refusal.TooManyStreams, Message: "this tenant has as many open streams without a token as it may", RetryAfter: 5 * time.Second}
+	case l.cfg.MaxClientAnonymousStreams > 0 && a.clients[client] >= l.cfg.MaxClientAnonymousStreams:
+		return nil, &refusal.Error{Code: refusal.TooManyStreams, Message: "this client address has as many open streams without a token as it may", RetryAfter: 5 * time.Second}
+	}
+	a.streams++
+	a.tenants[tenant]++
+	a.clients[client]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			a.streams--
+			if a.tenants[tenant]--; a.tenants[tenant] == 0 {
+				delete(a.tenants, tenant)
+			}
+			if a.clients[client]--; a.clients[client] == 0 {
+				delete(a.clients, client)
 			}
 		})
 	}, nil

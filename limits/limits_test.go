@@ -74,3 +74,48 @@ func TestStreamSlots(t *testing.T) {
 		t.Fatal("a double release freed two slots")
 	}
 }
+
+// Streams without a token have their own caps, per tenant, per client
+// address and in all, and never count against the token streams' caps:
+// with every anonymous slot taken, a tenant's token stream still opens;
+// a released slot opens again.
+func TestAnonymousStreamsHaveTheirOwnCaps(t *testing.T) {
+	l := New(Config{MaxStreams: 2, MaxTenantStreams: 1, MaxAnonymousStreams: 5, MaxTenantAnonymousStreams: 3, MaxClientAnonymousStreams: 2})
+	open := func(tenant, client string) (func(), string) {
+		release, refused := l.OpenAnonymousStream(tenant, client)
+		if refused != nil {
+			if refused.Code != "too_many_streams" || refused.RetryAfter <= 0 {
+				t.Fatalf("refusal %+v", refused)
+			}
+			return nil, refused.Message
+		}
+		return release, ""
+	}
+	first, _ := open("a", "10.0.0.1")
+	open("a", "10.0.0.1")
+	if _, msg := open("a", "10.0.0.1"); msg == "" {
+		t.Fatal("a third stream of one address opened past its cap of 2")
+	}
+	open("a", "10.0.0.2")
+	if _, msg := open("a", "10.0.0.3"); msg == "" {
+		t.Fatal("a fourth anonymous stream of the tenant opened past its cap of 3")
+	}
+	open("b", "10.0.0.3")
+	open("b", "10.0.0.4")
+	if _, msg := open("c", "10.0.0.5"); msg == "" {
+		t.Fatal("a sixth anonymous stream opened past the cap of 5 in all")
+	}
+	for _, tenant := range []string{"a", "b"} {
+		if _, refused := l.OpenStream(tenant); refused != nil {
+			t.Fatalf("tenant %s's token stream refused while the anonymous caps are full: %v", tenant, refused)
+		}
+	}
+	first()
+	first() // twice is once
+	if _, msg := open("a", "10.0.0.1"); msg != "" {
+		t.Fatalf("a released slot did not open again: %s", msg)
+	}
+	if _, msg := open("c", "10.0.0.5"); msg == "" {
+		t.Fatal("the second release of one slot freed another")
+	}
+}

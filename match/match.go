@@ -28,13 +28,16 @@ const (
 	// a valid URI template the topics it expands to, and anything else
 	// the topic it spells.
 	Template
-	// URLPattern is a WHATWG URL Pattern, relative ones resolved against
-	// Base; "*" matches every topic, as Mercure's wildcard does.
+	// URLPattern is a WHATWG URL Pattern, relative ones (and relative
+	// topics) resolved against its base URL; "*" matches every topic, as
+	// Mercure's wildcard does.
 	URLPattern
 )
 
-// Base is the URL that relative URL patterns and topics are resolved
-// against: a hub has no public URL of its own to offer.
+// Base is the URL that relative URL patterns and topics of a token's
+// grants are resolved against: a token is read with no hub URL at hand.
+// A subscriber's selectors resolve against the hub URL it subscribed at
+// (CompileAt).
 const Base = "https://edgehub.invalid"
 
 // Matcher is one compiled selector.
@@ -43,12 +46,25 @@ type Matcher struct {
 	Pattern string
 	re      *regexp.Regexp // a URI template's
 	url     *urlpattern.URLPattern
+	base    string // a URL pattern's
 }
 
-// Compile reads pattern as a selector of kind: a malformed URL pattern is
-// an error; a URI template that does not parse is an exact topic, as
-// Mercure 0.x reads it.
+// Compile reads pattern as a selector of kind, with relative URL
+// patterns resolved against Base: a malformed URL pattern is an error; a
+// URI template that does not parse is an exact topic, as Mercure 0.x
+// reads it.
 func Compile(kind Kind, pattern string) (Matcher, error) {
+	return compile(kind, pattern, Base)
+}
+
+// CompileAt compiles a subscriber's selector as Compile does, with
+// relative URL patterns and topics resolved against base (the hub URL
+// it subscribed at). Estimate says first what it will cost.
+func CompileAt(kind Kind, pattern, base string) (Matcher, error) {
+	return compile(kind, pattern, base)
+}
+
+func compile(kind Kind, pattern, base string) (Matcher, error) {
 	m := Matcher{Kind: kind, Pattern: pattern}
 	switch kind {
 	case Template:
@@ -59,11 +75,11 @@ func Compile(kind Kind, pattern string) (Matcher, error) {
 		}
 	case URLPattern:
 		if pattern != "*" {
-			p, err := urlpattern.New(pattern, Base, nil)
+			p, err := urlpattern.New(pattern, base, nil)
 			if err != nil {
 				return m, fmt.Errorf("URL pattern %q: %w", pattern, err)
 			}
-			m.url = p
+			m.url, m.base = p, base
 		}
 	case Glob, Exact:
 	default:
@@ -88,7 +104,7 @@ func (m *Matcher) Match(topic string) bool {
 		}
 		return m.Pattern == topic
 	case URLPattern:
-		return m.url == nil || m.url.Test(topic, Base)
+		return m.url == nil || m.url.Test(topic, m.base)
 	}
 	return false
 }

@@ -44,3 +44,40 @@ func TestMalformedURLPatternsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber's relative URL patterns, and relative topics, resolve
+// against the hub URL it subscribed at, as Mercure's spec says: the
+// pattern matches the absolute topic on the hub's origin and the
+// relative one alike, not another origin's; a relative path resolves
+// below the hub's path. A token's grants keep Base.
+func TestSelectorsResolveAgainstTheHubURL(t *testing.T) {
+	const hub = "http://127.0.0.1:8080/v1/tenants/acme/.well-known/mercure"
+	for _, c := range []struct {
+		pattern string
+		yes, no []string
+	}{
+		{"/books/:id", []string{"http://127.0.0.1:8080/books/9", "/books/9"},
+			[]string{"https://example.com/books/9", "http://127.0.0.1:8081/books/9", "https://127.0.0.1:8080/books/9"}},
+		{"books/:id", []string{"http://127.0.0.1:8080/v1/tenants/acme/.well-known/books/9"}, []string{"http://127.0.0.1:8080/books/9"}},
+		{"https://example.com/books/:id", []string{"https://example.com/books/9"}, []string{"/books/9"}},
+	} {
+		m, err := CompileAt(URLPattern, c.pattern, hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, topic := range c.yes {
+			if !m.Match(topic) {
+				t.Errorf("%q at %s does not match %q", c.pattern, hub, topic)
+			}
+		}
+		for _, topic := range c.no {
+			if m.Match(topic) {
+				t.Errorf("%q at %s matches %q", c.pattern, hub, topic)
+			}
+		}
+	}
+	grant, _ := Compile(URLPattern, "/books/:id")
+	if !grant.Match("/books/9") || !grant.Match(Base+"/books/9") || grant.Match("http://127.0.0.1:8080/books/9") {
+		t.Error("a grant's relative pattern does not resolve against Base")
+	}
+}

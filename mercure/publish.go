@@ -152,8 +152,8 @@ func parseForm(r *http.Request, body []byte) (update, *refusal.Error) {
 	}
 	up.typ = "message"
 	if t := form.Get("type"); t != "" {
-		if !fieldValue(t) || utf8.RuneCountInString(t) > maxType || t == subscriptionType {
-			return up, refusal.New(refusal.InvalidType, `"type" is 1 to %d characters with no control character, and not %q (the hub's own)`, maxType, subscriptionType)
+		if !fieldValue(t) || utf8.RuneCountInString(t) > maxType || t == event.AnnouncementType {
+			return up, refusal.New(refusal.InvalidType, `"type" is 1 to %d characters with no control character, and not %q (the hub's own)`, maxType, event.AnnouncementType)
 		}
 		up.typ = t
 	}

@@ -26,7 +26,7 @@ func (p *Protocol) subscribe(w http.ResponseWriter, r *http.Request, _ httproute
 		p.g.WriteError(w, aerr)
 		return
 	}
-	sel, aerr := parseSelection(r)
+	sel, aerr := parseSelection(r, anonymous)
 	if aerr != nil {
 		p.g.WriteError(w, aerr)
 		return
@@ -162,7 +162,7 @@ func (f *frames) AppendTenantEvent(b []byte, e *event.OfTenant, _ []byte) []byte
 	// Only the hub's own subscription events, updates of the reserved
 	// type, go out as "mercure"; a native event of that type (the native
 	// rules allow it) goes out as a plain message, its data as it is.
-	if typ := e.Type; typ != "message" && (u != nil || typ != subscriptionType) {
+	if typ := e.Type; typ != "message" && (typ != event.AnnouncementType || e.Announcement()) {
 		b = append(append(append(b, "event: "...), typ...), '\n')
 	}
 	if u != nil && u.Retry > 0 {

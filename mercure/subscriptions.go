@@ -24,10 +24,6 @@ import (
 // both hub URLs, which serve one tenant, so that one grant covers them.
 const subscriptionsPath = Path + "/subscriptions"
 
-// subscriptionType is the SSE event type of a subscription event, which
-// publishers may not use.
-const subscriptionType = "mercure"
-
 // currentTypes are the current revision's matcher types, as a
 // subscription names them; 0.x's topic selectors have none.
 var currentTypes = []string{"exact", "urlpattern"}
@@ -106,7 +102,7 @@ func expand(s string) string {
 // collection's topic and its own.
 func announcement(s subscription) event.Event {
 	data, _ := json.Marshal(s) // strings, a bool and a token's JSON always marshal
-	return event.Event{Type: subscriptionType, Data: data, Update: &event.Update{Private: true, Topics: []string{s.ID}}}
+	return event.Event{Type: event.AnnouncementType, Data: data, Update: &event.Update{Private: true, Topics: []string{s.ID}}}
 }
 
 // presence is this process's part in the tenants' presence (the store's

@@ -18,14 +18,14 @@ func TestAnnouncementsAreBounded(t *testing.T) {
 	for i := range maxSelectors {
 		q.Add("match", strings.Repeat("t", maxSelectorBytes-4)+string(rune('a'+i%26))+strings.Repeat("x", i/26))
 	}
-	sel, aerr := parseSelection(httptest.NewRequest("GET", "/?"+q.Encode(), nil))
+	sel, aerr := parseSelection(httptest.NewRequest("GET", "/?"+q.Encode(), nil), false)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
 	if _, aerr := announce(sel, auth.Payloads{}); aerr == nil || aerr.Code != "invalid_selector" {
 		t.Fatalf("an announcement of %d selectors of %d bytes: %v, want invalid_selector", maxSelectors, maxSelectorBytes, aerr)
 	}
-	sel, aerr = parseSelection(httptest.NewRequest("GET", "/?match=orders&match_urlpattern=/books/:id&topic=/books/{id}", nil))
+	sel, aerr = parseSelection(httptest.NewRequest("GET", "/?match=orders&match_urlpattern=/books/:id&topic=/books/{id}", nil), false)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}

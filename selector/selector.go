@@ -72,6 +72,34 @@ func (s *Set) Exact() []string {
 	return topics
 }
 
+// ByOthers is false: the native API selects an event by its own topic
+// only, a Mercure update's included.
+func (s *Set) ByOthers() bool { return false }
+
+// MatchAnnouncement is false: a native stream takes the hub's Mercure
+// announcements by their own topic, as any event (ByOthers).
+func (s *Set) MatchAnnouncement(string) bool { return false }
+
+// AnnouncementKey is empty: no announcement is tried against a native
+// selection but by its own topic.
+func (s *Set) AnnouncementKey() string { return "" }
+
+// Heap is what the set holds: its selectors' text and entries, which
+// its stream is charged for while it is open (nothing is compiled).
+func (s *Set) Heap() int64 {
+	var n int64
+	for t := range s.exact {
+		n += int64(len(t)) + 64
+	}
+	for _, p := range s.patterns {
+		n += int64(len(p)) + 32
+	}
+	return n
+}
+
+// Compile is nil: a native selection compiles nothing (Parse made it).
+func (s *Set) Compile() *refusal.Error { return nil }
+
 // Names says whether topic is one of the exact topics.
 func (s *Set) Names(topic string) bool { return s.exact[topic] }
 

@@ -161,6 +161,18 @@ func unsignedBytes(publish int64) int64 {
 	return max(1, publish/unsignedShare)
 }
 
+// anonymousShare: the selectors of anonymous streams may hold a quarter
+// of --max-read-bytes, apart from it, so that strangers never take the
+// read budget that a tenant's token streams need.
+const anonymousShare = 4
+
+func anonymousBytes(read int64) int64 {
+	if read <= 0 {
+		return 0
+	}
+	return max(1, read/anonymousShare)
+}
+
 // streamHeap is what an open stream holds in the heap outside the
 // budgets, generously (an idle one holds about 9 KiB), and processHeap
 // what the process holds besides its budgets and streams (its code's
@@ -172,23 +184,26 @@ const (
 
 // HeapBound is the most heap the budgets let clients make the server
 // hold, with its open streams and what it holds of its own: the sum of
-// --max-read-bytes, --max-publish-bytes and --max-recent-bytes, plus
-// 16 KiB per --max-streams and 64 MiB. It is 0, no bound, when any of
-// them is off. Serve sets the runtime's soft memory limit to it, so that
-// the collector works harder before the heap grows past what the budgets
-// allow rather than letting garbage double it.
+// --max-read-bytes (and a quarter more for anonymous streams' selectors),
+// --max-publish-bytes and --max-recent-bytes, plus 16 KiB per
+// --max-streams and --max-anonymous-streams, and 64 MiB. It is 0, no
+// bound, when any of them is off. Serve sets the runtime's soft memory
+// limit to it, so that the collector works harder before the heap grows
+// past what the budgets allow rather than letting garbage double it.
 func (cfg Config) HeapBound() int64 {
-	if cfg.MaxReadBytes <= 0 || cfg.MaxPublishBytes <= 0 || cfg.MaxRecentBytes <= 0 || cfg.MaxStreams <= 0 {
+	if cfg.MaxReadBytes <= 0 || cfg.MaxPublishBytes <= 0 || cfg.MaxRecentBytes <= 0 || cfg.MaxStreams <= 0 || cfg.MaxAnonymousStreams <= 0 {
 		return 0
 	}
-	return cfg.MaxReadBytes + cfg.MaxPublishBytes + cfg.MaxRecentBytes + int64(cfg.MaxStreams)*streamHeap + processHeap
+	streams := int64(cfg.MaxStreams + cfg.MaxAnonymousStreams)
+	return cfg.MaxReadBytes + anonymousBytes(cfg.MaxReadBytes) + cfg.MaxPublishBytes + cfg.MaxRecentBytes + streams*streamHeap + processHeap
 }
 
 // budgets are the server's byte budgets: what clients can make it hold,
 // in memory or on disk, each bounded in all and per tenant (the unsigned
-// bodies' also per client address).
+// bodies' and the anonymous streams' selectors' also per client address).
 type budgets struct {
 	publish, unsigned, unsignedByClient, read, spool, recent *limits.Budget
+	anonymous, anonymousByClient                             *limits.Budget
 }
 
 // newBudgets builds the budgets of cfg, each with the configured share
@@ -202,21 +217,24 @@ func newBudgets(cfg Config, m *metrics.Metrics) budgets {
 		return total
 	}
 	unsigned := unsignedBytes(cfg.MaxPublishBytes)
+	anonymous := anonymousBytes(cfg.MaxReadBytes)
 	b := budgets{
-		publish:          limits.NewBudget(cfg.MaxPublishBytes, share(cfg.MaxPublishBytes), "publish bodies in flight"),
-		unsigned:         limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
-		unsignedByClient: limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
-		read:             limits.NewBudget(cfg.MaxReadBytes, share(cfg.MaxReadBytes), "read answers"),
-		spool:            limits.NewBudget(cfg.MaxSpoolBytes, share(cfg.MaxSpoolBytes), "read answers kept on disk"),
-		recent:           limits.NewBudget(cfg.MaxRecentBytes, 0, "recent events"),
+		publish:           limits.NewBudget(cfg.MaxPublishBytes, share(cfg.MaxPublishBytes), "publish bodies in flight"),
+		unsigned:          limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
+		unsignedByClient:  limits.NewBudget(unsigned, share(unsigned), "webhook bodies awaiting their signature check"),
+		read:              limits.NewBudget(cfg.MaxReadBytes, share(cfg.MaxReadBytes), "read answers"),
+		spool:             limits.NewBudget(cfg.MaxSpoolBytes, share(cfg.MaxSpoolBytes), "read answers kept on disk"),
+		recent:            limits.NewBudget(cfg.MaxRecentBytes, 0, "recent events"),
+		anonymous:         limits.NewBudget(anonymous, share(anonymous), "selectors of streams without a token"),
+		anonymousByClient: limits.NewBudget(anonymous, share(anonymous), "selectors of streams without a token"),
 	}
 	for name, budget := range map[string]*limits.Budget{
 		"publish_bodies": b.publish, "unsigned_bodies": b.unsigned, "read_answers": b.read,
-		"spooled_answers": b.spool, "recent_events": b.recent,
+		"spooled_answers": b.spool, "recent_events": b.recent, "anonymous_selectors": b.anonymous,
 	} {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edgehub_budget_held_bytes", ConstLabels: prometheus.Labels{"budget": name},
-			Help: "Bytes held of a server-wide budget: publish bodies, webhook bodies awaiting their signature check, read answers and live queues in memory, read answers spooled to disk, recent events.",
+			Help: "Bytes held of a server-wide budget: publish bodies, webhook bodies awaiting their signature check, read answers, live queues and the selectors of streams with a token in memory, read answers spooled to disk, recent events, the selectors of streams without a token.",
 		}, func() float64 { return float64(budget.Held()) }))
 	}
 	return b
@@ -342,9 +360,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		PublishBodies: b.publish, UnsignedBodies: b.unsigned, UnsignedByClient: b.unsignedByClient,
 		Log: log, Tenants: log, Hubs: s.hubs, Metrics: m, Logger: logger,
 		Limits: limits.New(cfg.Limits), RetentionEvents: cfg.RetentionEvents,
-		Ready:         s.readiness,
-		ReadBudget:    b.read,
-		SpoolBudget:   b.spool,
+		Ready:              s.readiness,
+		ReadBudget:         b.read,
+		SpoolBudget:        b.spool,
+		AnonymousSelectors: b.anonymous, AnonymousByClient: b.anonymousByClient,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
 		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), s.mercure},
 	}, hooks.HTTP)

@@ -294,9 +294,10 @@ func TestIdleStreamsHoldLittleEach(t *testing.T) {
 }
 
 // Serve sets the runtime's heap limit from the budgets by default (their
-// sum, 16 KiB per stream of --max-streams and 64 MiB), as docs/operations.md
-// says; --memory-limit sets another, and GOMEMLIMIT in the environment
-// wins over auto.
+// sum, a quarter of --max-read-bytes more for anonymous streams'
+// selectors, 16 KiB per stream of --max-streams and --max-anonymous-streams
+// and 64 MiB), as docs/operations.md says; --memory-limit sets another,
+// and GOMEMLIMIT in the environment wins over auto.
 func TestHeapLimitFollowsTheBudgets(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -304,9 +305,9 @@ func TestHeapLimitFollowsTheBudgets(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"defaults", nil, nil, fmt.Sprint(256<<20 + 128<<20 + 64<<20 + 10000*16<<10 + 64<<20)},
-		{"smaller budgets", nil, []string{"--max-read-bytes", "1000", "--max-publish-bytes", "2000", "--max-recent-bytes", "3000", "--max-streams", "1"},
-			fmt.Sprint(6000 + 16<<10 + 64<<20)},
+		{"defaults", nil, nil, fmt.Sprint(256<<20 + 64<<20 + 128<<20 + 64<<20 + (10000+5000)*16<<10 + 64<<20)},
+		{"smaller budgets", nil, []string{"--max-read-bytes", "1000", "--max-publish-bytes", "2000", "--max-recent-bytes", "3000", "--max-streams", "1",
+			"--max-anonymous-streams", "2"}, fmt.Sprint(6250 + 3*16<<10 + 64<<20)},
 		{"given", nil, []string{"--memory-limit", "123456789"}, "123456789"},
 		{"GOMEMLIMIT", []string{"GOMEMLIMIT=1GiB"}, nil, ""},
 	} {
