@@ -752,7 +752,7 @@ func (a *api) mercureSubscriptions(t *testing.T, b string, admin, bearer map[str
 		{path: list + "/exact/orders/urn:uuid:none", header: lister, status: 404, code: refusal.NotFound, own: true},
 		{path: "/v1/tenants/.acme/.well-known/mercure/subscriptions", header: lister, status: 400, code: refusal.InvalidName, refused: true},
 		{path: list + "/regex/orders", header: lister, status: 404, code: refusal.NotFound, own: true}, // 0.x: a topic's one subscription
-		{path: list + "/orders", header: lister, status: 200}, // 0.x: a topic's subscriptions
+		{path: list + "/orders", header: lister, status: 200},                                          // 0.x: a topic's subscriptions
 		{path: list + "/regex/orders/x", header: lister, status: 400, code: refusal.InvalidSelector},
 	} {
 		c.method = "GET"
