@@ -518,7 +518,10 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	for i := range forked {
 		added += eventBytes(&forked[i])
 	}
-	if err := a.quota(ten, t, added, delta); err != nil {
+	// The end of subscriptions is paid for when they start: refusing it
+	// would leave them listed for ever.
+	ending := req.Presence != nil && req.Presence.Remove > 0
+	if err := a.quota(ten, t, added, delta); err != nil && !ending {
 		return Result{Err: err}, nil
 	}
 	if err := a.order(req.Tenant, ten); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -77,10 +78,17 @@ func (s *Server) adminAllowed(w http.ResponseWriter, r *http.Request, message st
 // without the port. A header such as X-Forwarded-For is whatever the
 // client writes in it, and so nothing to throttle by.
 func clientHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return r.RemoteAddr
+	// One IPv6 client holds a whole /64 (RFC 6177): its addresses are one.
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() && !ip.Is4In6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return host
 }
 
 // The admin key's refusals are logged at most adminLogBurst at once and

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -35,5 +36,22 @@ func TestEveryReasonHasItsMessage(t *testing.T) {
 	}
 	if e := fromAuth(errTokenRevoked); e.Code != refusal.Unauthorized || !strings.HasPrefix(e.Message, "revoked") {
 		t.Errorf("a revoked token: %v", e)
+	}
+}
+
+// A client's address, which per-address shares and caps count by, is its
+// connection's peer, and for IPv6 its /64: one client holds a whole
+// prefix and could otherwise take as many shares as it has addresses.
+func TestClientHostCountsAnIPv6ClientByItsPrefix(t *testing.T) {
+	for remote, want := range map[string]string{
+		"127.0.0.2:5555":                     "127.0.0.2",
+		"[2001:db8:1:2:3:4:5:6]:443":         "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff:ffff:1]:80": "2001:db8:1:2::/64",
+		"[::ffff:10.0.0.1]:80":               "::ffff:10.0.0.1",
+		"pipe":                               "pipe",
+	} {
+		if got := clientHost(&http.Request{RemoteAddr: remote}); got != want {
+			t.Errorf("clientHost(%s) = %s, want %s", remote, got, want)
+		}
 	}
 }

@@ -69,7 +69,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			allow = "*"
 		}
 		h.Set("Access-Control-Allow-Origin", allow)
-		if listed && slices.ContainsFunc(s.credentialed, func(match func(string) bool) bool { return match(r.URL.Path) }) {
+		if listed && slices.ContainsFunc(s.credentialed, func(match func(string) bool) bool { return match(r.URL.EscapedPath()) }) {
 			h.Set("Access-Control-Allow-Credentials", "true")
 		}
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {

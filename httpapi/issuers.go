@@ -76,14 +76,19 @@ func (req *issuerRequest) issuer(name string) auth.Issuer {
 }
 
 // issuerAnswer is an issuer as the admin API shows it: an HS secret left
-// out (auth.Issuer.Public), require_exp spelled out.
+// out (auth.Issuer.Public), require_exp spelled out, and max_ttl always
+// (the server's --max-token-ttl when the registration named none).
 type issuerAnswer struct {
 	auth.Issuer
 	RequireExp bool `json:"require_exp"`
 }
 
-func answerOf(iss auth.Issuer) issuerAnswer {
-	return issuerAnswer{Issuer: iss.Public(), RequireExp: !iss.ExpOptional}
+func (s *Server) answerOf(iss auth.Issuer) issuerAnswer {
+	a := issuerAnswer{Issuer: iss.Public(), RequireExp: !iss.ExpOptional}
+	if a.MaxTTL == "" {
+		a.MaxTTL = s.cfg.MaxTokenTTL.String()
+	}
+	return a
 }
 
 // putIssuer registers or replaces an issuer. A replacement ends the
@@ -128,7 +133,7 @@ func (s *Server) putIssuer(w http.ResponseWriter, r *http.Request, tenant, name 
 		s.Revoked(tenant, backlog.RevokedIssuer, name)
 	}
 	s.adminAction(r, "issuer registered", tenant, slog.String("issuer", name), slog.Bool("created", created))
-	writeJSON(w, status, answerOf(iss))
+	writeJSON(w, status, s.answerOf(iss))
 }
 
 // getIssuers lists the tenant's issuers, HS secrets left out.
@@ -142,7 +147,7 @@ func (s *Server) getIssuers(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	out := make([]issuerAnswer, len(list))
 	for i, iss := range list {
-		out[i] = answerOf(iss)
+		out[i] = s.answerOf(iss)
 	}
 	writeJSON(w, http.StatusOK, map[string][]issuerAnswer{"issuers": out})
 }
@@ -158,7 +163,7 @@ func (s *Server) getIssuer(w http.ResponseWriter, r *http.Request, tenant, name 
 	}
 	for _, iss := range list {
 		if iss.Name == name {
-			writeJSON(w, http.StatusOK, answerOf(iss))
+			writeJSON(w, http.StatusOK, s.answerOf(iss))
 			return
 		}
 	}

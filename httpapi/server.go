@@ -109,6 +109,13 @@ type Deps struct {
 	// same bytes per client address: a smaller budget apart from the
 	// read budget, whose tenant shares the token streams' selectors take.
 	AnonymousSelectors, AnonymousByClient *limits.Budget
+	// MatchWork bounds the matching work (per byte of a tested topic) of
+	// the patterns of open tenant streams with a token, in all and per
+	// tenant; AnonymousWork and AnonymousWorkByClient the same of streams
+	// without one, apart from it, per tenant and per client address: a
+	// topic new to a tenant's hub is tested against every live pattern,
+	// so this is what one costs the hub at most.
+	MatchWork, AnonymousWork, AnonymousWorkByClient *limits.Budget
 	// Protocols are served beside the native API (Durable Streams).
 	Protocols []Protocol
 	// JWKSTransport carries issuers' JWKS fetches (nil: the default).
@@ -186,7 +193,7 @@ const endGrace = time.Second
 // New builds the router.
 func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	for _, b := range []**limits.Budget{&deps.ReadBudget, &deps.SpoolBudget, &deps.PublishBodies, &deps.UnsignedBodies, &deps.UnsignedByClient,
-		&deps.AnonymousSelectors, &deps.AnonymousByClient} {
+		&deps.AnonymousSelectors, &deps.AnonymousByClient, &deps.MatchWork, &deps.AnonymousWork, &deps.AnonymousWorkByClient} {
 		if *b == nil {
 			*b = limits.NewBudget(0, 0, "")
 		}

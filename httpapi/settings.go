@@ -41,6 +41,9 @@ func (s *Server) putMercureSettings(w http.ResponseWriter, r *http.Request, tena
 	if err == nil && len(body) > maxSettingsBody {
 		err = errors.New("too large")
 	}
+	if err == nil && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+		err = errors.New("not an object")
+	}
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -79,7 +82,8 @@ func (s *Server) putMercureSettings(w http.ResponseWriter, r *http.Request, tena
 }
 
 // AllowCredentials lets the pages of the origins --cors-origins lists
-// (by name, not by "*") call the paths match accepts with their cookies.
+// (by name, not by "*") call the paths match accepts (escaped, as the
+// request sent them) with their cookies.
 func (g *Gate) AllowCredentials(match func(path string) bool) {
 	g.s.credentialed = append(g.s.credentialed, match)
 }

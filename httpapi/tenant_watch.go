@@ -49,6 +49,11 @@ type Selection interface {
 	// least), taken from the budgets for the stream's life before
 	// Compile spends the time to compile them.
 	Heap() int64
+	// Work is what testing its patterns costs per byte of a topic, at
+	// most: each topic its tenant's hub has not tested yet is tested
+	// against every live pattern, so the patterns' work is taken from
+	// the matching budgets for the stream's life too.
+	Work() int64
 	// Compile compiles the selectors, once the stream holds what they
 	// cost; its refusal (a malformed pattern) is the stream's answer.
 	Compile() *refusal.Error
@@ -150,36 +155,38 @@ func (s *Server) openTenantStream(r *http.Request, ten Access, sel Selection) (r
 	type charge struct {
 		budget *limits.Budget
 		holder string
+		n      int64
 	}
+	heap, work := sel.Heap(), sel.Work()
 	var charges []charge
 	var slot func()
 	if ten.Anonymous {
 		client := clientHost(r)
 		slot, refused = s.deps.Limits.OpenAnonymousStream(tenant, client)
-		charges = []charge{{s.deps.AnonymousSelectors, tenant}, {s.deps.AnonymousByClient, client}}
+		charges = []charge{{s.deps.AnonymousSelectors, tenant, heap}, {s.deps.AnonymousByClient, client, heap},
+			{s.deps.AnonymousWork, tenant, work}, {s.deps.AnonymousWorkByClient, client, work}}
 	} else {
 		slot, refused = s.deps.Limits.OpenStream(tenant)
-		charges = []charge{{s.deps.ReadBudget, tenant}}
+		charges = []charge{{s.deps.ReadBudget, tenant, heap}, {s.deps.MatchWork, tenant, work}}
 	}
 	if refused != nil {
 		return nil, refused
 	}
-	n := sel.Heap()
 	var taken []charge
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
 			for _, c := range taken {
-				c.budget.Shrink(c.holder, n)
+				c.budget.Shrink(c.holder, c.n)
 			}
 			slot()
 		})
 	}
 	for _, c := range charges {
-		if !c.budget.Grow(c.holder, n) {
+		if !c.budget.Grow(c.holder, c.n) {
 			release()
 			return nil, &refusal.Error{Code: refusal.Overloaded, RetryAfter: 5 * time.Second,
-				Message: fmt.Sprintf("the selectors (about %d KiB compiled) do not fit in what this tenant's or this client's streams may hold now", n>>10)}
+				Message: fmt.Sprintf("the selectors (about %d KiB compiled, %d steps of matching per byte of a topic) do not fit in what this tenant's or this client's streams may hold now", heap>>10, work)}
 		}
 		taken = append(taken, c)
 	}

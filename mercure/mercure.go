@@ -11,6 +11,7 @@ package mercure
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
@@ -87,11 +88,14 @@ func (p *Protocol) Mount(g *httpapi.Gate) {
 	}
 }
 
-// isHubPath says whether path is a hub's or below one, at either hub
-// URL.
-func isHubPath(path string) bool {
-	return strings.HasSuffix(path, Path) || strings.Contains(path, Path+"/")
-}
+// hubPaths are the Mercure routes, as their escaped paths are: a
+// tenant's hub or the well-known one, and the subscriptions API below
+// either (a tenant's name holds no '/'; an escaped topic in another route's
+// path holds none either).
+var hubPaths = regexp.MustCompile(`^(/v1/tenants/[^/]+)?/\.well-known/mercure(/subscriptions(/[^/]+){0,3})?$`)
+
+// isHubPath says whether path, escaped, is a Mercure route's.
+func isHubPath(path string) bool { return hubPaths.MatchString(path) }
 
 // noDefaultHub answers the well-known path of a server that serves no
 // tenant there: 404, saying where the hubs are and how to serve one here.

@@ -44,34 +44,7 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 			<-release
 		}
 	}
-	cfg := server.Defaults()
-	cfg.Dev, cfg.Data, cfg.AdminKey = true, t.TempDir(), strings.Repeat("k", 32)
-	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		server.Hooks{Mercure: mercure.Hooks{BeforeAnnounce: hold, BeforeTellEnd: hold}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-		srv.Shutdown(context.Background())
-	})
-	for _, put := range []struct{ path, body string }{{"", ""}, {"/mercure", `{"subscriptions": true}`}} {
-		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/v1/admin/tenants/acme"+put.path, strings.NewReader(put.body))
-		req.Header.Set("Authorization", "Bearer "+cfg.AdminKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode/100 != 2 {
-			t.Fatalf("PUT tenant%s: %v %v", put.path, resp, err)
-		}
-		resp.Body.Close()
-	}
-	hub := ts.URL + "/v1/tenants/acme/.well-known/mercure"
-	get := func(ctx context.Context, u string) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		req.Header.Set("Authorization", "Bearer dev") // dev mode: any token grants everything
-		return http.DefaultClient.Do(req)
-	}
+	hub := presenceServer(t, mercure.Hooks{BeforeAnnounce: hold, BeforeTellEnd: hold})
 	// list reads the API: the subscription of match=orders, if listed,
 	// and the cursor.
 	list := func() (listed bool, cursor string) {
@@ -142,5 +115,99 @@ func TestSubscriptionListsAgreeWithTheirEvents(t *testing.T) {
 	release <- struct{}{}
 	if listed && !told(cursor, false) {
 		t.Fatalf("ended inside the window: listed, and no event after the cursor %s says it ended", cursor)
+	}
+}
+
+// presenceServer serves, in dev mode, the tenant acme with active
+// subscriptions on, and returns its hub URL.
+func presenceServer(t *testing.T, hooks mercure.Hooks) string {
+	t.Helper()
+	cfg := server.Defaults()
+	cfg.Dev, cfg.Data, cfg.AdminKey = true, t.TempDir(), strings.Repeat("k", 32)
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), server.Hooks{Mercure: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		srv.Shutdown(context.Background())
+	})
+	for _, put := range []struct{ path, body string }{{"", ""}, {"/mercure", `{"subscriptions": true}`}} {
+		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/v1/admin/tenants/acme"+put.path, strings.NewReader(put.body))
+		req.Header.Set("Authorization", "Bearer "+cfg.AdminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT tenant%s: %v %v", put.path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	return ts.URL + "/v1/tenants/acme/.well-known/mercure"
+}
+
+// get asks u with a token (dev mode: any grants everything).
+func get(ctx context.Context, u string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer dev")
+	return http.DefaultClient.Do(req)
+}
+
+// A subscriber that leaves while its start is being committed is not
+// left listed: the start lands all the same, and so does its end. Held
+// just before the start's commit, its client gone meanwhile, it is gone
+// from the list after. Waiting for the start with the client's request
+// fails it (the end is never told).
+func TestASubscriberThatLeavesDuringItsStartIsEnded(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	hub := presenceServer(t, mercure.Hooks{BeforeAnnounce: func(string) {
+		if once.CompareAndSwap(false, true) {
+			held <- struct{}{}
+			<-release
+		}
+	}})
+	ctx, leave := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := get(ctx, hub+"?match=orders"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-held
+	leave()
+	<-done // the client has gone
+	close(release)
+	// Its start is committed, and its end after it; then it is unlisted.
+	deadline := time.Now().Add(10 * time.Second)
+	events := strings.Replace(hub, ".well-known/mercure", "events", 1) + "?after=0&topic=" + url.QueryEscape("/.well-known/mercure/subscriptions")
+	for {
+		resp, err := get(context.Background(), events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var read struct{ Events []struct{ Data doc } }
+		err = json.NewDecoder(resp.Body).Decode(&read)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Events) == 2 && read.Events[0].Data.Active && !read.Events[1].Data.Active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a subscriber gone during its start: its announcements are %+v, want its start and its end", read.Events)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := get(context.Background(), hub+"/subscriptions/exact/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Subscriptions []doc }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Subscriptions) != 0 {
+		t.Fatalf("a subscriber gone during its start is still listed: %+v %v", body.Subscriptions, err)
 	}
 }

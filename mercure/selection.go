@@ -34,7 +34,7 @@ type selection struct {
 	// base is the hub URL the subscriber came to, which relative URL
 	// patterns and topics resolve against; hubPath is its path.
 	base, hubPath string
-	heap          int64
+	heap, work    int64
 
 	exact    map[string]bool
 	patterns []match.Matcher
@@ -107,6 +107,7 @@ func parseSelection(r *http.Request, anonymous bool) (*selection, *refusal.Error
 				return nil, refusal.New(refusal.InvalidSelector, "the selectors together are too costly to match (about %d steps per byte of a topic; at most %d)", work, match.MaxSelectionWork)
 			}
 			s.heap += c.Heap
+			s.work = work
 			if g := (selector{matchTypes[p.kind], v}); !slices.Contains(s.given, g) {
 				s.given = append(s.given, g)
 				s.kinds = append(s.kinds, p.kind)
@@ -201,6 +202,10 @@ func (s *selection) AnnouncementKey() string {
 // Heap is what the selection's compiled selectors hold, at least (their
 // match.Estimate): its stream is charged for it before it compiles them.
 func (s *selection) Heap() int64 { return s.heap }
+
+// Work is the matching work of the selectors per byte of a tested topic
+// (match.Cost.Work), at most.
+func (s *selection) Work() int64 { return s.work }
 
 // Exact is the topics selected by name, which the tenant hub indexes.
 func (s *selection) Exact() []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -191,10 +192,30 @@ func (p *Protocol) opened(ctx context.Context, tenant string, generation int64, 
 	req := &backlog.Publish{Tenant: tenant, Topic: subscriptionsPath, Events: a.events,
 		RequireTenant: !p.g.Dev(), Generation: generation,
 		Presence: &backlog.PresenceOp{Subscriber: a.subscriber, Owner: p.presence.owner, Add: a.rows}}
-	if _, err := p.g.Announce(ctx, req, 2); err != nil {
+	end := p.ending(tenant, a.subscriber, p.presence.owner, bodies(a.rows))
+	// The start is waited for whether the client stays or not: a commit
+	// it left while waiting for lands all the same.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tellTimeout)
+	defer cancel()
+	if _, err := p.g.Announce(wctx, req, 2); err != nil {
+		if unclear(err) {
+			// It may be committed yet (a timeout, a commit whose answer
+			// was lost): its end, behind it on the same topic, removes
+			// what it added, or finds nothing.
+			go p.tellEnd(end)
+		}
 		return nil, p.g.Refusal(err, tenant, subscriptionsPath)
 	}
-	return func() { go p.tellEnd(p.ending(tenant, a.subscriber, p.presence.owner, bodies(a.rows))) }, nil
+	return func() { go p.tellEnd(end) }, nil
+}
+
+// unclear says whether a start refused with err may be committed all the
+// same: not a refusal of the rate (taken before the commit) nor one the
+// commit gave itself (quota, tenant gone), which stores nothing.
+func unclear(err error) bool {
+	var re *refusal.Error
+	return !errors.As(err, &re) && !errors.Is(err, backlog.ErrQuota) && !errors.Is(err, backlog.ErrNoTenant) &&
+		!errors.Is(err, backlog.ErrPresenceGone) && !errors.Is(err, backlog.ErrKeyReused)
 }
 
 func bodies(rows []backlog.PresenceRow) [][]byte {
@@ -270,6 +291,7 @@ func (p *Protocol) Tend(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, o := range orphans {
 		listed := make([][]byte, len(o.Rows))
 		for i, r := range o.Rows {
@@ -277,10 +299,10 @@ func (p *Protocol) Tend(ctx context.Context) error {
 		}
 		_, err := p.g.Announce(ctx, p.ending(o.Tenant, o.Subscriber, o.Owner, listed), 0)
 		if err != nil && !errors.Is(err, backlog.ErrPresenceGone) {
-			return err
+			errs = append(errs, fmt.Errorf("announce the end of subscriber %s of %s: %w", o.Subscriber, o.Tenant, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...) // one tenant's failure holds up no other's
 }
 
 // RenewEvery is how often the server calls Tend.

@@ -100,6 +100,16 @@ func (s *Set) Heap() int64 {
 // Compile is nil: a native selection compiles nothing (Parse made it).
 func (s *Set) Compile() *refusal.Error { return nil }
 
+// Work is the patterns' matching work per byte of a tested topic, at
+// most: a '*' glob backs up over its pattern's bytes.
+func (s *Set) Work() int64 {
+	var n int64
+	for _, p := range s.patterns {
+		n += int64(len(p))
+	}
+	return n
+}
+
 // Names says whether topic is one of the exact topics.
 func (s *Set) Names(topic string) bool { return s.exact[topic] }
 

@@ -103,6 +103,9 @@ type Config struct {
 	// the server (0: no bound); a read past it is 429 overloaded and a
 	// catching-up stream waits.
 	MaxReadBytes int64 `default:"268435456" env:"EDGEHUB_MAX_READ_BYTES" help:"Bytes of read answers (events, state, snapshots, catch-up pages, live queues) held in memory at once; more are 429 or wait. 0: no bound."`
+	// MaxMatchWork bounds what testing a topic new to a tenant's hub
+	// against the live patterns of its streams may cost (0: no bound).
+	MaxMatchWork int64 `default:"8388608" env:"EDGEHUB_MAX_MATCH_WORK" help:"Matching work, per byte of a tested topic (steps of about 0.1 ns), that the selector patterns of open tenant and Mercure streams may add up to, in all; a tenant may take --tenant-share of it, and streams without a token a quarter of it apart, shared the same way per tenant and per client address; more are 429 overloaded. 0: no bound."`
 	// MaxSpoolBytes bounds the read answers kept on disk for clients that
 	// are still reading them.
 	MaxSpoolBytes int64 `default:"1073741824" env:"EDGEHUB_MAX_SPOOL_BYTES" help:"Bytes of read answers (events, state, snapshots) kept on disk, in unlinked files of the data directory (on PostgreSQL, of $TMPDIR), for clients still reading them; more are 429. 0: no bound."`
@@ -204,6 +207,8 @@ func (cfg Config) HeapBound() int64 {
 type budgets struct {
 	publish, unsigned, unsignedByClient, read, spool, recent *limits.Budget
 	anonymous, anonymousByClient                             *limits.Budget
+	// The matching work of the streams' patterns (per byte of a topic).
+	work, anonymousWork, anonymousWorkByClient *limits.Budget
 }
 
 // newBudgets builds the budgets of cfg, each with the configured share
@@ -228,6 +233,13 @@ func newBudgets(cfg Config, m *metrics.Metrics) budgets {
 		anonymous:         limits.NewBudget(anonymous, share(anonymous), "selectors of streams without a token"),
 		anonymousByClient: limits.NewBudget(anonymous, share(anonymous), "selectors of streams without a token"),
 	}
+	anonymousWork := cfg.MaxMatchWork / anonymousShare
+	if cfg.MaxMatchWork > 0 {
+		anonymousWork = max(1, anonymousWork)
+	}
+	b.work = limits.NewBudget(cfg.MaxMatchWork, share(cfg.MaxMatchWork), "selectors' matching work")
+	b.anonymousWork = limits.NewBudget(anonymousWork, share(anonymousWork), "selectors' matching work of streams without a token")
+	b.anonymousWorkByClient = limits.NewBudget(anonymousWork, share(anonymousWork), "selectors' matching work of streams without a token")
 	for name, budget := range map[string]*limits.Budget{
 		"publish_bodies": b.publish, "unsigned_bodies": b.unsigned, "read_answers": b.read,
 		"spooled_answers": b.spool, "recent_events": b.recent, "anonymous_selectors": b.anonymous,
@@ -364,6 +376,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger, hooks Hooks) (*Se
 		ReadBudget:         b.read,
 		SpoolBudget:        b.spool,
 		AnonymousSelectors: b.anonymous, AnonymousByClient: b.anonymousByClient,
+		MatchWork: b.work, AnonymousWork: b.anonymousWork, AnonymousWorkByClient: b.anonymousWorkByClient,
 		AdminFailures: limits.NewFailures(cfg.AdminFailureRate, cfg.AdminFailureBurst),
 		Protocols:     []httpapi.Protocol{durable.New(cfg.Streams), s.mercure},
 	}, hooks.HTTP)

@@ -280,7 +280,7 @@ func TestMissingTenantAnswersAsKeysThatDoNotVerify(t *testing.T) {
 
 // An issuer's policy is stored, echoed by the PUT's answer and by GET,
 // one issuer and the list: max_ttl as given, require_exp, actions; left
-// out, max_ttl is absent (the server's flag), require_exp true, actions
+// out, max_ttl is the server's flag (24h0m0s), require_exp true, actions
 // both. A bad policy is 400 invalid_issuer and changes nothing stored.
 func TestIssuerPolicyRoundTrip(t *testing.T) {
 	p, _ := policyServer(t)
@@ -321,7 +321,7 @@ func TestIssuerPolicyRoundTrip(t *testing.T) {
 	check("the PUT's answer", read(a), "0s", false, "subscribe")
 	check("GET", read(get("subs")), "0s", false, "subscribe")
 	a = p.putIssuer(t, "app", `{"issuer":"app",`+key+`}`)
-	check("defaults, the PUT's answer", read(a), "", true, "publish,subscribe")
+	check("defaults, the PUT's answer", read(a), "24h0m0s", true, "publish,subscribe")
 	a = p.putIssuer(t, "app", `{"issuer":"app",`+key+`,"max_ttl":"90m","actions":["subscribe","publish"]}`)
 	if a.status != 200 {
 		t.Fatalf("replace: %d %s", a.status, a.body)

@@ -56,7 +56,7 @@ func storedBytes(t *testing.T, p *proc) int64 {
 }
 
 // A tenant's Mercure settings: all off at first; a PUT changes the
-// fields it names and answers them all; a bad body is 400
+// fields it names and answers them all; a bad body (9 kinds) is 400
 // invalid_settings and changes nothing; an unknown tenant is 404, no
 // admin key 401; the CLI reads and changes them too.
 func TestMercureSettings(t *testing.T) {
@@ -80,7 +80,7 @@ func TestMercureSettings(t *testing.T) {
 		t.Fatalf("a PUT of one field: %s", got)
 	}
 	for _, bad := range []string{`[]`, `{"anonymous":"yes"}`, `{"anonymous":true,"other":1}`, `{"publish_origins":["*.example.com"]}`,
-		`{"publish_origins":["https://app.example.com/path"]}`, `{"publish_origins":["ftp://x"]}`, `{"anonymous":false} {}`, `nope`} {
+		`{"publish_origins":["https://app.example.com/path"]}`, `{"publish_origins":["ftp://x"]}`, `{"anonymous":false} {}`, `nope`, `null`} {
 		if st, _, b := do(t, "PUT", path, "k-123", bad); st != 400 || !strings.Contains(string(b), `"code":"invalid_settings"`) {
 			t.Errorf("PUT %s: %d %s, want 400 invalid_settings", bad, st, b)
 		}
@@ -244,6 +244,7 @@ func TestMercureAllowsCredentialsToListedOrigins(t *testing.T) {
 		{"OPTIONS", "/v1/tenants/acme/.well-known/mercure", "https://app.example.com", "https://app.example.com", "true"},
 		{"GET", "/.well-known/mercure/subscriptions", "https://other.example", "*", ""},
 		{"GET", "/v1/tenants/acme/topics/orders/events", "https://app.example.com", "https://app.example.com", ""},
+		{"GET", "/v1/tenants/acme/topics/a%2F.well-known%2Fmercure%2Fx/events", "https://app.example.com", "https://app.example.com", ""},
 	} {
 		h := ask(c.method, c.path, c.origin)
 		if h.Get("Access-Control-Allow-Origin") != c.allow || h.Get("Access-Control-Allow-Credentials") != c.credentials {
@@ -360,4 +361,31 @@ func TestWellKnownMercureSaysWhereTheHubsAre(t *testing.T) {
 			t.Errorf("GET %s: %d %s", path, st, b)
 		}
 	}
+}
+
+// The end of a subscription is paid for at its start: a tenant whose
+// stored bytes are full meanwhile still has its subscriber's end
+// announced and unlisted. Refusing the end for the quota fails it.
+func TestSubscriptionEndsDespiteAFullQuota(t *testing.T) {
+	p, sign := mercureTenant(t, "--max-tenant-bytes", "4000")
+	if st, _, b := do(t, "PUT", p.base+"/v1/admin/tenants/acme/mercure", "k-123", `{"subscriptions": true}`); st != 200 {
+		t.Fatalf("settings: %d %s", st, b)
+	}
+	hub := p.base + "/v1/tenants/acme/.well-known/mercure"
+	token := sign(mercureGrants([]string{"*"}, []string{"*"}))
+	s := subscribeMercure(t, hub, "match=orders", map[string]string{"Authorization": "Bearer " + token})
+	for i := 0; ; i++ {
+		st, _, b := mercurePost(t, hub, url.Values{"topic": {"fill"}, "data": {strings.Repeat("x", 200)}}, map[string]string{"Authorization": "Bearer " + token})
+		if st == 429 && strings.Contains(b, "quota_exceeded") {
+			break
+		}
+		if st != 200 || i > 100 {
+			t.Fatalf("filling the quota: %d %s", st, b)
+		}
+	}
+	s.resp.Body.Close()
+	waitFor(t, "the end of the subscriber", func() bool {
+		st, _, b := do(t, "GET", hub+"/subscriptions/exact/orders", token, "")
+		return st == 200 && strings.Contains(string(b), `"subscriptions":[]`)
+	})
 }
