@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -96,19 +93,7 @@ func (s *Server) answerOf(iss auth.Issuer) issuerAnswer {
 // keys that let them in may be the ones the admin meant to be rid of.
 func (s *Server) putIssuer(w http.ResponseWriter, r *http.Request, tenant, name string) {
 	var req issuerRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxIssuerBody+1))
-	if err == nil && len(body) > maxIssuerBody {
-		err = errors.New("too large")
-	}
-	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&req)
-		if err == nil && dec.More() {
-			err = errors.New("trailing data")
-		}
-	}
-	if err != nil {
+	if err := decodeObject(r, maxIssuerBody, &req); err != nil {
 		writeError(w, refusal.New(refusal.InvalidIssuer,
 			`the body must be a JSON object of at most %d bytes: {"issuer", "audience", "jwks_url"} or {"issuer", "audience", "alg", "key"}, with "max_ttl", "require_exp" and "actions" if need be`, maxIssuerBody))
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,22 +38,7 @@ func (s *Server) getMercureSettings(w http.ResponseWriter, r *http.Request, tena
 // changes nothing.
 func (s *Server) putMercureSettings(w http.ResponseWriter, r *http.Request, tenant string) {
 	var patch mercureSettingsPatch
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxSettingsBody+1))
-	if err == nil && len(body) > maxSettingsBody {
-		err = errors.New("too large")
-	}
-	if err == nil && !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
-		err = errors.New("not an object")
-	}
-	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&patch)
-		if err == nil && dec.More() {
-			err = errors.New("trailing data")
-		}
-	}
-	if err != nil {
+	if err := decodeObject(r, maxSettingsBody, &patch); err != nil {
 		writeError(w, refusal.New(refusal.InvalidSettings,
 			`the body must be a JSON object of at most %d bytes with any of "anonymous" (a boolean), "subscriptions" (a boolean) and "publish_origins" (a list of origins)`, maxSettingsBody))
 		return
@@ -100,4 +86,27 @@ func (g *Gate) MercureSettings(r *http.Request, a Access) auth.MercureSettings {
 		return auth.MercureSettings{}
 	}
 	return t.Mercure
+}
+
+// decodeObject reads an admin request's body into v: one JSON object of
+// at most max bytes, with no field v does not have and nothing after it.
+func decodeObject(r *http.Request, max int64, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the body: %w", err)
+	case int64(len(body)) > max:
+		return errors.New("the body is too large")
+	case !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")):
+		return errors.New("the body is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode the body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("the body has more after its object")
+	}
+	return nil
 }
