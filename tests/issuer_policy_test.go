@@ -375,7 +375,7 @@ func TestCLIIssuerPolicyFlags(t *testing.T) {
 		t.Fatalf("issuer add with a policy: exit %d, %s %s", code, out, errOut)
 	}
 	out, errOut, code = cliRun(t, env, nil, "", "tenant", "issuer", "add", "acme", "app", "--alg", "HS256", "--key-file", keyFile, "--actions", "publish,subscribe")
-	if code != 0 || strings.Contains(out, "max_ttl") || !strings.Contains(out, `"require_exp":true`) || !strings.Contains(out, `"actions":["publish","subscribe"]`) {
+	if code != 0 || !strings.Contains(out, `"max_ttl":"24h0m0s"`) || !strings.Contains(out, `"require_exp":true`) || !strings.Contains(out, `"actions":["publish","subscribe"]`) {
 		t.Fatalf("issuer add with the defaults: exit %d, %s %s", code, out, errOut)
 	}
 	if out, _, code := cliRun(t, env, nil, "", "tenant", "issuer", "list", "acme"); code != 0 || !strings.Contains(out, `"require_exp":false`) {
