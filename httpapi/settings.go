@@ -89,13 +89,14 @@ func (g *Gate) MercureSettings(r *http.Request, a Access) auth.MercureSettings {
 }
 
 // decodeObject reads an admin request's body into v: one JSON object of
-// at most max bytes, with no field v does not have and nothing after it.
-func decodeObject(r *http.Request, max int64, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+// at most limit bytes, with no field v does not have and nothing after
+// it.
+func decodeObject(r *http.Request, limit int64, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	switch {
 	case err != nil:
 		return fmt.Errorf("read the body: %w", err)
-	case int64(len(body)) > max:
+	case int64(len(body)) > limit:
 		return errors.New("the body is too large")
 	case !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")):
 		return errors.New("the body is not a JSON object")
