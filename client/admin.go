@@ -124,7 +124,7 @@ func (c *Client) MintToken(ctx context.Context, tenant string, r TokenRequest) (
 // checked with the keys of JWKSURL, or with Key for Alg (a PEM public
 // key, or an HS secret, which no answer holds).
 type Issuer struct {
-	Name     string `json:"name"`
+	Name     string `json:"name,omitempty"`
 	Issuer   string `json:"issuer,omitempty"`
 	Audience string `json:"audience,omitempty"`
 	JWKSURL  string `json:"jwks_url,omitempty"`
@@ -144,20 +144,13 @@ type Issuer struct {
 // PutIssuer registers the issuer under its Name, or replaces the one of
 // that name (ending the streams its tokens opened); created says which.
 func (c *Client) PutIssuer(ctx context.Context, tenant string, is Issuer) (out Issuer, created bool, err error) {
-	body, err := json.Marshal(struct {
-		Issuer     string   `json:"issuer,omitempty"`
-		Audience   string   `json:"audience,omitempty"`
-		JWKSURL    string   `json:"jwks_url,omitempty"`
-		Alg        string   `json:"alg,omitempty"`
-		Key        string   `json:"key,omitempty"`
-		MaxTTL     string   `json:"max_ttl,omitempty"`
-		RequireExp *bool    `json:"require_exp,omitempty"`
-		Actions    []string `json:"actions,omitempty"`
-	}{is.Issuer, is.Audience, is.JWKSURL, is.Alg, is.Key, is.MaxTTL, is.RequireExp, is.Actions})
+	named := is.Name
+	is.Name = "" // the path names it
+	body, err := json.Marshal(is)
 	if err != nil {
-		return out, false, fmt.Errorf("register issuer %s of %s: %w", is.Name, tenant, err)
+		return out, false, fmt.Errorf("register issuer %s of %s: %w", named, tenant, err)
 	}
-	status, err := c.do(ctx, c.adminCall(http.MethodPut, tenant, "/issuers/"+url.PathEscape(is.Name), body, "register issuer "+is.Name+" of"), &out)
+	status, err := c.do(ctx, c.adminCall(http.MethodPut, tenant, "/issuers/"+url.PathEscape(named), body, "register issuer "+named+" of"), &out)
 	return out, status == http.StatusCreated, err
 }
 
