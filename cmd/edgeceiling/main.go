@@ -2,10 +2,12 @@
 // server that holds server-sent event streams and, on a publish, makes
 // the frame durable the cheapest way this machine has (an overwrite in a
 // file written in full beforehand, then fdatasync, so the file's size
-// and blocks never change) and writes it to every stream of the topic.
+// and blocks never change; concurrent publishes share one fdatasync) and
+// writes it to every stream of the topic.
 // It keeps no index, no queue, parses nothing and runs no goroutine per
 // stream, so its one-publisher rate is what a durable hub can reach on
-// this disk at all, and its fan-out what the machine (loopback sockets,
+// this disk at all, its 16-publisher rate what group commit over HTTP
+// can, and its fan-out what the machine (loopback sockets,
 // the network poller, the cores) allows, not a hub's design. See
 // plans/017-benchmark.md.
 //
@@ -79,11 +81,19 @@ type server struct {
 
 // wal is the file that publishes are made durable in: written in full
 // when it is made, then overwritten in a ring, so that an fdatasync has
-// only the data to flush.
+// only the data to flush. Concurrent publishes share fdatasyncs (group
+// commit): a publish writes its frame, then waits until a sync that began
+// after its write has ended, and the first waiter with none running runs
+// one for every frame written so far.
 type wal struct {
-	mu  sync.Mutex
-	f   *os.File
-	off int64
+	mu      sync.Mutex
+	synced  *sync.Cond // broadcast when a sync ends
+	f       *os.File
+	off     int64
+	written uint64 // frames written
+	durable uint64 // frames written before the last sync that ended began
+	syncing bool
+	err     error // of the last sync, which fails every frame it covered
 }
 
 const walBytes = 64 << 20
@@ -94,6 +104,7 @@ func newLog(dir string) (*wal, error) {
 		return nil, err
 	}
 	l := &wal{f: f}
+	l.synced = sync.NewCond(&l.mu)
 	zeros := make([]byte, 1<<20)
 	for range walBytes / len(zeros) {
 		if _, err := f.Write(zeros); err != nil {
@@ -115,8 +126,9 @@ func (l *wal) remove() {
 	os.Remove(l.f.Name()) //nolint:errcheck // a leftover in --data is all a failure leaves
 }
 
-// append makes frame durable. A frame longer than the file is not kept.
-func (l *wal) append(frame []byte) error {
+// write puts frame in the file and returns its ticket for wait. A frame
+// longer than the file is not kept.
+func (l *wal) write(frame []byte) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := min(int64(len(frame)), walBytes)
@@ -124,18 +136,44 @@ func (l *wal) append(frame []byte) error {
 		l.off = 0
 	}
 	if _, err := l.f.WriteAt(frame[:n], l.off); err != nil {
-		return err
+		return 0, err
 	}
 	l.off += n
-	return syscall.Fdatasync(int(l.f.Fd()))
+	l.written++
+	return l.written, nil
 }
 
-// topic is one topic's streams. mu is held for a whole publish, so frames
-// reach every stream in publish order.
+// wait returns once the frame of ticket is durable.
+func (l *wal) wait(ticket uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.durable < ticket {
+		if l.syncing {
+			l.synced.Wait()
+			continue
+		}
+		l.syncing = true
+		covers := l.written
+		l.mu.Unlock()
+		err := syscall.Fdatasync(int(l.f.Fd()))
+		l.mu.Lock()
+		l.syncing, l.durable, l.err = false, covers, err
+		l.synced.Broadcast()
+	}
+	return l.err
+}
+
+// topic is one topic's streams. Frames reach them in publish order:
+// mu numbers a publish and writes it to the file in that order, and a
+// publish whose frame is durable waits (sent) until every lower number
+// was written to the streams, or failed.
 type topic struct {
 	mu    sync.Mutex
+	sent  *sync.Cond // broadcast when delivered grows
 	seq   int64
 	conns []net.Conn
+	// delivered is the highest number written to the streams or given up.
+	delivered int64
 }
 
 func (s *server) topic(name string) *topic {
@@ -144,6 +182,7 @@ func (s *server) topic(name string) *topic {
 	t, ok := s.topics[name]
 	if !ok {
 		t = &topic{}
+		t.sent = sync.NewCond(&t.mu)
 		s.topics[name] = t
 	}
 	return t
@@ -182,22 +221,36 @@ func (s *server) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	t := s.topic(r.PathValue("topic"))
 	t.mu.Lock()
-	t.seq++
-	seq := t.seq
+	seq := t.seq + 1
 	frame := make([]byte, 0, len(body)+32)
 	frame = append(frame, "id: "...)
 	frame = strconv.AppendInt(frame, seq, 10)
 	frame = append(frame, "\ndata: "...)
 	frame = append(frame, body...)
 	frame = append(frame, "\n\n"...)
-	if err := s.log.append(frame); err != nil {
-		t.seq--
+	ticket, err := s.log.write(frame)
+	if err != nil {
 		t.mu.Unlock()
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	t.conns = s.writeAll(t.conns, frame)
+	t.seq = seq
 	t.mu.Unlock()
+	err = s.log.wait(ticket)
+	t.mu.Lock()
+	for t.delivered != seq-1 {
+		t.sent.Wait()
+	}
+	if err == nil {
+		t.conns = s.writeAll(t.conns, frame)
+	}
+	t.delivered = seq
+	t.sent.Broadcast()
+	t.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprintf(w, `{"seq":%d}`, seq) //nolint:errcheck // a publisher that hung up has nothing to learn

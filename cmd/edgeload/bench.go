@@ -98,10 +98,11 @@ func benchMain(args []string) int {
 		fs.PrintDefaults()
 	}
 	bin := fs.String("bin", "", "edgehub binary (default: go build ./cmd/edgehub)")
+	baseBin := fs.String("base", "", "an earlier edgehub binary; adds the edgehub-base target beside edgehub, so that a change is measured before and after in one run")
 	ceilingBin := fs.String("ceiling", "", "edgeceiling binary (default: go build ./cmd/edgeceiling)")
 	centrifugoBin := fs.String("centrifugo", "", "a Centrifugo v6 binary; adds the centrifugo target")
 	mercureBin := fs.String("mercure", "", "a Mercure hub binary (caddy/mercure in its repository); adds the mercure target, on its bolt transport")
-	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, centrifugo if --centrifugo, edgehub-mercure and mercure if --mercure, ceiling)")
+	targetList := fs.String("targets", "", "targets, in their order within a round (default: edgehub, edgehub-base if --base, centrifugo if --centrifugo, edgehub-mercure and mercure if --mercure, ceiling)")
 	scenarioList := fs.String("scenarios", strings.Join(defaultScenarios, ","), "scenarios to run (the Durable Streams ones, ds-append and ds-sse, only when named)")
 	scale := fs.String("scale", "full", "tiny, medium or full: the sizes below when they are not given")
 	rounds := fs.Int("rounds", 3, "rounds; each runs every target once per case, in order")
@@ -199,6 +200,9 @@ func benchMain(args []string) int {
 	}
 	defer os.RemoveAll(tmp) //nolint:errcheck // a temporary directory
 	names := []string{"edgehub"}
+	if *baseBin != "" {
+		names = append(names, "edgehub-base")
+	}
 	if *centrifugoBin != "" {
 		names = append(names, "centrifugo")
 	}
@@ -234,6 +238,11 @@ func benchMain(args []string) int {
 				e.cluster, e.procs = *postgres, int(name[len(name)-1]-'0')
 			}
 			t = e
+		case "edgehub-base":
+			if *baseBin == "" {
+				return fail(errors.New("the edgehub-base target needs --base PATH"))
+			}
+			t = &edgehub{name: name, bin: *baseBin, args: strings.Fields(*edgehubArgs)}
 		case "edgehub-mercure":
 			if *bin == "" {
 				if *bin, err = build(tmp, "edgehub"); err != nil {
@@ -275,7 +284,7 @@ func benchMain(args []string) int {
 			}
 			t = &dsReference{node: *nodeBin, dir: dir, memory: *dsReferenceMemory}
 		default:
-			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-pg1..3, edgehub-mercure, centrifugo, mercure, ds-reference, ceiling)", name))
+			return fail(fmt.Errorf("unknown target %q (edgehub, edgehub-base, edgehub-pg1..3, edgehub-mercure, centrifugo, mercure, ds-reference, ceiling)", name))
 		}
 		targets = append(targets, t)
 	}

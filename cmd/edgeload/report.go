@@ -161,8 +161,8 @@ func (b *bench) report(cr caseResult) {
 	fractions := b.fractions(cr)
 	switch {
 	case len(fractions) == 0:
-	case cr.c.scenario == "publish1":
-		b.printf("  fraction of the ceiling (medians; events/s: target's / ceiling's, where the ceiling makes each publish durable with one fdatasync):\n")
+	case cr.c.scenario == "publish1" || cr.c.scenario == "publish16":
+		b.printf("  fraction of the ceiling (medians; events/s: target's / ceiling's, where the ceiling makes each publish durable, sharing an fdatasync with those written while the last ran):\n")
 		for _, t := range ts {
 			if f, ok := fractions[t]; ok {
 				b.printf("    %-12s events/s %s\n", t, num(f["events_per_s"]))
@@ -177,7 +177,7 @@ func (b *bench) report(cr caseResult) {
 			}
 		}
 	}
-	for _, peer := range []string{"ds-reference", "centrifugo", "mercure"} {
+	for _, peer := range []string{"ds-reference", "centrifugo", "mercure", "edgehub-base"} {
 		b.reportRatios(cr, ts, peer)
 	}
 	for _, t := range ts {
@@ -198,7 +198,7 @@ func (b *bench) reportRatios(cr caseResult, ts []string, peer string) {
 		return
 	}
 	for _, t := range ts {
-		if !strings.HasPrefix(t, "edgehub") {
+		if !strings.HasPrefix(t, "edgehub") || t == peer {
 			continue
 		}
 		var parts []string
@@ -218,7 +218,7 @@ func (b *bench) reportRatios(cr caseResult, ts []string, peer string) {
 	}
 }
 
-// fractions are each target's fan-out, or one-publisher rate, as a
+// fractions are each target's fan-out, or publish rate, as a
 // fraction of the ceiling's, from the medians over the rounds: 1 is what
 // the bare durable writer does.
 func (b *bench) fractions(cr caseResult) map[string]map[string]float64 {
@@ -228,7 +228,7 @@ func (b *bench) fractions(cr caseResult) map[string]map[string]float64 {
 	}
 	switch cr.c.scenario {
 	case "fanout":
-	case "publish1":
+	case "publish1", "publish16":
 		ce, ok := med("ceiling", "events_per_s")
 		if !ok {
 			return nil
