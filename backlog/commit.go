@@ -123,9 +123,62 @@ type commitTx struct {
 	topics  map[[2]string]*topicState
 	tenants map[string]*tenantState
 	segment []byte // the segment being inserted, reused across them
+	// held are the events of this commit's plain publishes, numbered but
+	// not inserted yet, by topic in the order of their first append: the
+	// single publishes of a group are stored as segments, O(1)
+	// statements per topic per group as a batch is (plan 054).
+	held   []heldEvents
+	heldAt map[int64]int // index in held by topic id
 
 	statements
 }
+
+// heldEvents are one topic's events held for insertHeld.
+type heldEvents struct {
+	topicID, orderKey, nanos int64
+	events                   []event.Event
+}
+
+// hold keeps events of topicID for insertHeld.
+func (a *commitTx) hold(topicID, orderKey, nanos int64, events []event.Event) {
+	if a.heldAt == nil {
+		a.heldAt = map[int64]int{}
+	}
+	i, ok := a.heldAt[topicID]
+	if !ok {
+		i = len(a.held)
+		a.heldAt[topicID] = i
+		a.held = append(a.held, heldEvents{topicID: topicID, orderKey: orderKey, nanos: nanos})
+	}
+	a.held[i].events = append(a.held[i].events, events...)
+}
+
+// insertHeld inserts the held events. A topic's are consecutive in the
+// topic; they are laid out in runs that are consecutive in the tenant's
+// order too (a segment's positions are its last one's minus the
+// distance), and an update with its publisher's id keeps a row of its
+// own, where its id is looked up.
+func (a *commitTx) insertHeld() error {
+	for _, h := range a.held {
+		evs := h.events
+		for len(evs) > 0 {
+			n := 1
+			for n < len(evs) && evs[n].Pos == evs[n-1].Pos+1 && !ownRow(&evs[n-1]) && !ownRow(&evs[n]) {
+				n++
+			}
+			if err := a.insertEvents(h.topicID, h.orderKey, evs[:n], h.nanos); err != nil {
+				return fmt.Errorf("insert events %d..%d: %w", evs[0].Seq, evs[n-1].Seq, err)
+			}
+			evs = evs[n:]
+		}
+	}
+	a.held, a.heldAt = a.held[:0], nil
+	return nil
+}
+
+// ownRow says e must be stored as a row of its own: an update with its
+// publisher's id, which a resume looks up by that id.
+func ownRow(e *event.Event) bool { return e.Update != nil && e.Update.ID != "" }
 
 // statements are the commit's prepared statements. They are prepared
 // once on the writer connection and bound to each transaction with
@@ -258,8 +311,12 @@ func (st *statements) close() error {
 	return errors.Join(errs...)
 }
 
-// writeBack stores the heads, state sizes and usage this commit changed.
+// writeBack stores the held events, and the heads, state sizes and usage
+// this commit changed.
 func (a *commitTx) writeBack(now time.Time) error {
+	if err := a.insertHeld(); err != nil {
+		return err
+	}
 	for key, t := range a.topics {
 		if !t.changed {
 			continue
@@ -466,6 +523,14 @@ func (a *commitTx) quota(ten *tenantState, t *topicState, added, stateDelta int6
 }
 
 func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
+	plain := req.Stream == nil && req.Presence == nil
+	if !plain {
+		// A stream's or presence's logic reads what was written before it
+		// (a fork reads its source's events).
+		if err := a.insertHeld(); err != nil {
+			return Result{}, err
+		}
+	}
 	ten, err := a.tenant(req.Tenant)
 	if err != nil {
 		return Result{}, err
@@ -554,10 +619,12 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		e.Seq, e.Time, e.Pos = t.head, now, ten.pos
 		r.Events = append(r.Events, e)
 	}
-	// Forked events are numbered as in their source, the request's after
-	// them: each part is consecutive, and laid out apart.
-	if err := errors.Join(a.insertEvents(t.id, ten.orderKey, r.Events[:len(forked)], nanos),
+	if plain {
+		a.hold(t.id, ten.orderKey, nanos, r.Events)
+	} else if err := errors.Join(a.insertEvents(t.id, ten.orderKey, r.Events[:len(forked)], nanos),
 		a.insertEvents(t.id, ten.orderKey, r.Events[len(forked):], nanos)); err != nil {
+		// Forked events are numbered as in their source, the request's
+		// after them: each part is consecutive, and laid out apart.
 		return Result{}, fmt.Errorf("insert events %d..%d of %s/%s: %w", r.First, t.head, req.Tenant, req.Topic, err)
 	}
 	for i := range r.Events {

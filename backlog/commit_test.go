@@ -257,3 +257,48 @@ func TestBatchStoresEveryEventInOrder(t *testing.T) {
 		t.Fatalf("state %s, want %s", st, wantState)
 	}
 }
+
+// A commit stores a group's single publishes to a topic as segments, cut
+// where another topic of the tenant took a position between them and
+// around an update with its publisher's id, which keeps a row of its own
+// to be found by (plan 054). Reads by topic and by tenant see each event
+// once, in order, at its position.
+func TestGroupOfSinglesIsStoredAsSegments(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	var reqs []*Publish
+	add := func(topic string, n int) {
+		reqs = append(reqs, singles("acme", topic, events(n))...)
+	}
+	add("a", 5) // a#1..5 at 1..5: one segment
+	add("b", 1) // b#1 at 6
+	add("a", 5) // a#6..10 at 7..11: one segment
+	reqs = append(reqs, &Publish{Tenant: "acme", Topic: "a", Events: []event.Event{{Type: "message",
+		Data: json.RawMessage(`{"u":1}`), Update: &event.Update{ID: "u1", Topics: []string{"a"}}}}}) // a#11 at 12
+	add("a", 2) // a#12..13 at 13..14: one segment
+	reqs = append(reqs, one("other", "a"))
+	mustPublish(t, l, reqs...)
+
+	page, err := l.Read(ctx, "acme", "a", 0, 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("a's event %d is seq %d", i, e.Seq)
+		}
+	}
+	if len(page.Events) != 13 {
+		t.Fatalf("a has %d events, want 13", len(page.Events))
+	}
+	checkOrder(t, readOrder(t, l, "acme", matchAll), 14)
+	if pos, ok, err := l.UpdatePosition(ctx, "acme", "u1"); err != nil || !ok || pos != 12 {
+		t.Fatalf("update u1 at %d %v %v, want 12", pos, ok, err)
+	}
+	rows := func(topic string) int64 {
+		return count(t, l, `SELECT count(*) FROM events e JOIN topics t ON t.id = e.topic_id WHERE t.tenant = 'acme' AND t.topic = ?`, topic)
+	}
+	if a, b := rows("a"), rows("b"); a != 4 || b != 1 {
+		t.Fatalf("rows: a %d, b %d; want 4 (three segments and the update) and 1", a, b)
+	}
+}

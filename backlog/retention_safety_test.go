@@ -322,7 +322,7 @@ func TestPurgeBatchesTopicsPerTransaction(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		reqs = append(reqs, singles(fmt.Sprint("t", i%3), fmt.Sprint("small", i), events(20))...)
 	}
-	mustPublish(t, l, reqs...)
+	commitApart(t, l, reqs)
 	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 50 {
 		t.Fatalf("trim: %d %v", n, err)
 	}
@@ -332,9 +332,9 @@ func TestPurgeBatchesTopicsPerTransaction(t *testing.T) {
 	}
 
 	// In id order: a (10 trimmed rows), big (purgeChunk+10), c (10).
-	mustPublish(t, l, singles("t0", "a", events(20))...)
-	mustPublish(t, l, singles("t1", "big", events(purgeChunk+20))...)
-	mustPublish(t, l, singles("t2", "c", events(20))...)
+	commitApart(t, l, singles("t0", "a", events(20)))
+	commitApart(t, l, singles("t1", "big", events(purgeChunk+20)))
+	commitApart(t, l, singles("t2", "c", events(20)))
 	if n, err := l.TrimByCount(ctx, 10); err != nil || n != 3 {
 		t.Fatalf("trim: %d %v", n, err)
 	}

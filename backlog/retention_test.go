@@ -39,9 +39,7 @@ func TestStateFoldsKeyedEvents(t *testing.T) {
 func TestTrimByCountThenPurge(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	if _, err := l.CommitBatch(ctx, singles("a", "x", events(12345))); err != nil {
-		t.Fatal(err)
-	}
+	commitApart(t, l, singles("a", "x", events(12345)))
 	if n, err := l.TrimByCount(ctx, 100); err != nil || n != 1 {
 		t.Fatalf("trim: %d %v", n, err)
 	}

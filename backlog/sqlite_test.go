@@ -89,6 +89,26 @@ func singles(tenant, topic string, evs []event.Event) []*Publish {
 	return reqs
 }
 
+// commitApart commits each request in a transaction of its own, so that
+// each event of a request of one is a row: one commit stores the
+// consecutive events of a topic as segments (plan 054). The flush, which
+// makes them durable, is shared.
+func commitApart(t testing.TB, l *Store, reqs []*Publish) {
+	t.Helper()
+	for _, r := range reqs {
+		res, err := l.commitVisible(context.Background(), []*Publish{r})
+		if err == nil && res[0].Err != nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAppendNumbersEachTopicFromOneWithoutHoles(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()

@@ -30,11 +30,12 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 	for i := range keyedEvents {
 		keyedEvents[i] = keyed(fmt.Sprintf("k%d", i), event.OpUpsert, `{"v":1}`)
 	}
-	// One request per event, so that each is a row: purgeChunk counts rows.
+	// One request per event, each committed apart, so that each is a
+	// row: purgeChunk counts rows.
 	reqs := singles("big", "a", events(12000))
 	reqs[0].IdemKey, reqs[0].IdemHash = "i1", []byte("h")
 	reqs = append(reqs, singles("big", "b", keyedEvents)...)
-	mustPublish(t, l, append(reqs, &Publish{Tenant: "other", Topic: "x", Events: events(3)})...)
+	commitApart(t, l, append(reqs, &Publish{Tenant: "other", Topic: "x", Events: events(3)}))
 	for _, w := range []struct {
 		tenant string
 		id     int64
@@ -128,7 +129,7 @@ func TestDeleteTenantPurgesInChunks(t *testing.T) {
 func TestDeleteTenantWithoutRow(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
-	mustPublish(t, l, singles("dev", "x", events(3))...)
+	commitApart(t, l, singles("dev", "x", events(3)))
 	if err := l.DeleteTenant(ctx, "dev"); !errors.Is(err, ErrNoTenant) {
 		t.Fatalf("want ErrNoTenant, got %v", err)
 	}
