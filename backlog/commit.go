@@ -123,8 +123,8 @@ type commitTx struct {
 	topics  map[[2]string]*topicState
 	tenants map[string]*tenantState
 	segment []byte // the segment being inserted, reused across them
-	// held are the events of this commit's plain publishes, numbered but
-	// not inserted yet, by topic in the order of their first append: the
+	// held are the events of this commit's requests with no stream
+	// operation, numbered but not inserted yet, by topic in the order of their first append: the
 	// single publishes of a group are stored as segments, O(1)
 	// statements per topic per group as a batch is (plan 054).
 	held   []heldEvents
@@ -135,12 +135,13 @@ type commitTx struct {
 
 // heldEvents are one topic's events held for insertHeld.
 type heldEvents struct {
+	tenant, topic            string
 	topicID, orderKey, nanos int64
 	events                   []event.Event
 }
 
-// hold keeps events of topicID for insertHeld.
-func (a *commitTx) hold(topicID, orderKey, nanos int64, events []event.Event) {
+// hold keeps events of a topic for insertHeld.
+func (a *commitTx) hold(tenant, topic string, topicID, orderKey, nanos int64, events []event.Event) {
 	if a.heldAt == nil {
 		a.heldAt = map[int64]int{}
 	}
@@ -148,7 +149,7 @@ func (a *commitTx) hold(topicID, orderKey, nanos int64, events []event.Event) {
 	if !ok {
 		i = len(a.held)
 		a.heldAt[topicID] = i
-		a.held = append(a.held, heldEvents{topicID: topicID, orderKey: orderKey, nanos: nanos})
+		a.held = append(a.held, heldEvents{tenant: tenant, topic: topic, topicID: topicID, orderKey: orderKey, nanos: nanos})
 	}
 	a.held[i].events = append(a.held[i].events, events...)
 }
@@ -156,18 +157,23 @@ func (a *commitTx) hold(topicID, orderKey, nanos int64, events []event.Event) {
 // insertHeld inserts the held events. A topic's are consecutive in the
 // topic; they are laid out in runs that are consecutive in the tenant's
 // order too (a segment's positions are its last one's minus the
-// distance), and an update with its publisher's id keeps a row of its
-// own, where its id is looked up.
+// distance), that weigh at most segmentMaxBytes unless one event does
+// (a reader reads a row whole), and an update with its publisher's id
+// keeps a row of its own, where its id is looked up.
 func (a *commitTx) insertHeld() error {
 	for _, h := range a.held {
 		evs := h.events
 		for len(evs) > 0 {
-			n := 1
+			n, bytes := 1, eventBytes(&evs[0])
 			for n < len(evs) && evs[n].Pos == evs[n-1].Pos+1 && !ownRow(&evs[n-1]) && !ownRow(&evs[n]) {
+				bytes += eventBytes(&evs[n])
+				if bytes > segmentMaxBytes {
+					break
+				}
 				n++
 			}
 			if err := a.insertEvents(h.topicID, h.orderKey, evs[:n], h.nanos); err != nil {
-				return fmt.Errorf("insert events %d..%d: %w", evs[0].Seq, evs[n-1].Seq, err)
+				return fmt.Errorf("insert events %d..%d of %s/%s: %w", evs[0].Seq, evs[n-1].Seq, h.tenant, h.topic, err)
 			}
 			evs = evs[n:]
 		}
@@ -523,10 +529,10 @@ func (a *commitTx) quota(ten *tenantState, t *topicState, added, stateDelta int6
 }
 
 func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
-	plain := req.Stream == nil && req.Presence == nil
+	plain := req.Stream == nil
 	if !plain {
-		// A stream's or presence's logic reads what was written before it
-		// (a fork reads its source's events).
+		// A stream's logic reads what was written before it (a fork reads
+		// its source's events, a trim finds positions in rows).
 		if err := a.insertHeld(); err != nil {
 			return Result{}, err
 		}
@@ -620,7 +626,7 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		r.Events = append(r.Events, e)
 	}
 	if plain {
-		a.hold(t.id, ten.orderKey, nanos, r.Events)
+		a.hold(req.Tenant, req.Topic, t.id, ten.orderKey, nanos, r.Events)
 	} else if err := errors.Join(a.insertEvents(t.id, ten.orderKey, r.Events[:len(forked)], nanos),
 		a.insertEvents(t.id, ten.orderKey, r.Events[len(forked):], nanos)); err != nil {
 		// Forked events are numbered as in their source, the request's

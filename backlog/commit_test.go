@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -300,5 +301,26 @@ func TestGroupOfSinglesIsStoredAsSegments(t *testing.T) {
 	}
 	if a, b := rows("a"), rows("b"); a != 4 || b != 1 {
 		t.Fatalf("rows: a %d, b %d; want 4 (three segments and the update) and 1", a, b)
+	}
+
+	// A segment gathered from several requests weighs at most
+	// segmentMaxBytes: five events of 300 KiB are two rows, of three and
+	// two.
+	big := make([]event.Event, 5)
+	for i := range big {
+		big[i] = event.Event{Type: "message", Data: json.RawMessage(`"` + strings.Repeat(strconv.Itoa(i), 300<<10) + `"`)}
+	}
+	mustPublish(t, l, singles("acme", "big", big)...)
+	if n := rows("big"); n != 2 {
+		t.Fatalf("five events of 300 KiB are %d rows, want 2", n)
+	}
+	page, err = l.Read(ctx, "acme", "big", 0, 100, 8<<20)
+	if err != nil || len(page.Events) != 5 {
+		t.Fatalf("big: %d events, %v", len(page.Events), err)
+	}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) || string(e.Data) != string(big[i].Data) {
+			t.Fatalf("big's event %d is seq %d, %d bytes", i, e.Seq, len(e.Data))
+		}
 	}
 }

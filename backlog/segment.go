@@ -11,8 +11,9 @@ import (
 	"github.com/edgehub/edgehub/event"
 )
 
-// A segment is one events row that holds several events of one request,
-// committed together: numbered seq-n+1 to seq (the row's key is its last
+// A segment is one events row that holds several events of a topic
+// committed together (one request's, or those of a commit group's
+// requests to the topic, plan 054): numbered seq-n+1 to seq (the row's key is its last
 // event's number, so that every query for the rows after a position, or
 // up to one, finds the rows holding those events), with the commit's
 // time, and type, key, op and raw flag per event in data. Inserting a
@@ -34,14 +35,19 @@ const (
 	segUpdate   = 0b1000
 )
 
-// segmentMin is the fewest events a request must commit to be stored as
-// a segment: a single event keeps its row, so the log of one-event
-// publishes (the common case) reads as before.
+// segmentMin is the fewest events stored as a segment: a single event
+// keeps a row of its own.
 const segmentMin = 2
 
 // segmentMax is the most events one segment holds, so that a reader that
 // wants a few events after a position unpacks at most this many more.
 const segmentMax = 1024
+
+// segmentMaxBytes is the most bytes of events (eventBytes) that a segment
+// gathered from several requests holds, unless its one event is larger:
+// a reader reads a row whole, and one request's row is bounded by its
+// body (--max-body) already.
+const segmentMaxBytes = 1 << 20
 
 // layout calls row for each run of events stored as one row: a single
 // event or a segment.

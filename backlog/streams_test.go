@@ -139,3 +139,26 @@ func TestStreamForkKeepsNumbersAndSoftDeletesItsSource(t *testing.T) {
 		t.Fatalf("re-created at %d with start %d, want 3 and 2", r.First, r.Stream.Info.Start)
 	}
 }
+
+// A stream operation sees the events that requests before it in the same
+// commit group appended, though a group holds those events until its end
+// (plan 054): a fork queued behind a publish to its source takes that
+// publish's event.
+func TestAForkSeesItsSourcesEventsOfTheSameGroup(t *testing.T) {
+	l := openTest(t)
+	ctx := context.Background()
+	src := streamCreate("src", "text/plain")
+	src.Events = []event.Event{{Type: "message", Data: []byte("ab"), Raw: true}}
+	commitOne(t, l, src)
+	fork := streamCreate("fork", "")
+	fork.Stream.Create.ForkOf = "src"
+	plain := &Publish{Tenant: "s", Topic: "src", Events: []event.Event{{Type: "message", Data: []byte("cd"), Raw: true}}}
+	mustPublish(t, l, plain, fork)
+	page, err := l.Read(ctx, "s", "fork", 0, 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 2 || string(page.Events[0].Data) != "ab" || string(page.Events[1].Data) != "cd" {
+		t.Fatalf("the fork holds %+v, want ab and cd", page.Events)
+	}
+}
