@@ -225,7 +225,9 @@ func (st *statements) list() []statementSQL {
 			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
 			batch = excluded.batch, created = excluded.created, pos = excluded.pos`},
 		{&st.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
-		{&st.newTopic, `INSERT INTO topics (tenant, topic) VALUES (?, ?) RETURNING id`},
+		// A topic's row is made with the head, state size and oldest its
+		// first request leaves, so that a new topic is one write.
+		{&st.newTopic, `INSERT INTO topics (tenant, topic, head, state_bytes, oldest) VALUES (?, ?, ?, ?, ?) RETURNING id`},
 		// oldest is NULL exactly when no event is retained; the first one
 		// retained after that is committed now.
 		{&st.setTopic, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
@@ -391,13 +393,15 @@ func (a *commitTx) order(name string, t *tenantState) error {
 	return nil
 }
 
-func (a *commitTx) createTopic(tenant, topic string) (*topicState, error) {
-	t := &topicState{}
-	if err := a.newTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id); err != nil {
-		return nil, fmt.Errorf("create topic %s/%s: %w", tenant, topic, err)
+// createTopic makes the row of t, a topic its first request has just
+// numbered, with what that request left in it: nothing for writeBack to
+// change unless a later request of the commit appends to it too.
+func (a *commitTx) createTopic(tenant, topic string, t *topicState, nanos int64) error {
+	if err := a.newTopic.QueryRowContext(a.ctx, tenant, topic, t.head, t.stateBytes, nanos).Scan(&t.id); err != nil {
+		return fmt.Errorf("create topic %s/%s: %w", tenant, topic, err)
 	}
 	a.topics[[2]string{tenant, topic}] = t
-	return t, nil
+	return nil
 }
 
 // stateDelta is how much the request's keyed events change the topic's
@@ -598,16 +602,15 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	if err := a.order(req.Tenant, ten); err != nil {
 		return Result{}, err
 	}
-	if t == nil {
-		if t, err = a.createTopic(req.Tenant, req.Topic); err != nil {
-			return Result{}, err
-		}
+	created := t == nil
+	if created {
+		t = &topicState{} // its row is made once it is numbered
 		ten.topics++
 	}
 	ten.bytes += added
 	ten.usageChanged = true
 	t.stateBytes += delta
-	t.changed = true
+	t.changed = !created
 	r := Result{First: t.head + 1, Batch: req.Batch, Events: make([]event.Event, 0, len(forked)+len(req.Events))}
 	nanos := now.UnixNano()
 	for _, e := range forked { // numbered as in the fork's source
@@ -624,6 +627,11 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 		ten.pos++
 		e.Seq, e.Time, e.Pos = t.head, now, ten.pos
 		r.Events = append(r.Events, e)
+	}
+	if created {
+		if err := a.createTopic(req.Tenant, req.Topic, t, nanos); err != nil {
+			return Result{}, err
+		}
 	}
 	if plain {
 		a.hold(req.Tenant, req.Topic, t.id, ten.orderKey, nanos, r.Events)
