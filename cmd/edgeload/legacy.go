@@ -287,6 +287,7 @@ func (l *load) memory(n int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var ready sync.WaitGroup
+	var open atomic.Int64
 	for i := 0; i < n; i++ {
 		ready.Add(1)
 		go func() {
@@ -294,6 +295,7 @@ func (l *load) memory(n int) error {
 			opened := func(client.Hello) {
 				if first {
 					first = false
+					open.Add(1)
 					ready.Done()
 				}
 			}
@@ -305,6 +307,11 @@ func (l *load) memory(n int) error {
 		}()
 	}
 	ready.Wait()
+	if k := open.Load(); k < int64(n) {
+		// A refused stream (the server's stream limits) holds nothing of
+		// a stream: the measure would be of fewer streams than it says.
+		return fmt.Errorf("%d of %d streams opened (raise the server's --max-streams and --max-tenant-streams)", k, n)
+	}
 	time.Sleep(2 * time.Second) // let the server's allocations settle before reading its RSS
 	after, err := l.rss()
 	if err != nil {
