@@ -124,9 +124,10 @@ type commitTx struct {
 	tenants map[string]*tenantState
 	segment []byte // the segment being inserted, reused across them
 	// held are the events of this commit's requests with no stream
-	// operation, numbered but not inserted yet, by topic in the order of their first append: the
-	// single publishes of a group are stored as segments, O(1)
-	// statements per topic per group as a batch is (plan 054).
+	// operation, numbered but not inserted yet, by topic in the order of
+	// their first append: the single publishes of a group are stored as
+	// segments, O(1) statements per topic per group as a batch is (plan
+	// 054).
 	held   []heldEvents
 	heldAt map[int64]int // index in held by topic id
 
@@ -154,37 +155,17 @@ func (a *commitTx) hold(tenant, topic string, topicID, orderKey, nanos int64, ev
 	a.held[i].events = append(a.held[i].events, events...)
 }
 
-// insertHeld inserts the held events. A topic's are consecutive in the
-// topic; they are laid out in runs that are consecutive in the tenant's
-// order too (a segment's positions are its last one's minus the
-// distance), that weigh at most segmentMaxBytes unless one event does
-// (a reader reads a row whole), and an update with its publisher's id
-// keeps a row of its own, where its id is looked up.
+// insertHeld inserts the held events, as insertEvents lays out each
+// topic's.
 func (a *commitTx) insertHeld() error {
 	for _, h := range a.held {
-		evs := h.events
-		for len(evs) > 0 {
-			n, bytes := 1, eventBytes(&evs[0])
-			for n < len(evs) && evs[n].Pos == evs[n-1].Pos+1 && !ownRow(&evs[n-1]) && !ownRow(&evs[n]) {
-				bytes += eventBytes(&evs[n])
-				if bytes > segmentMaxBytes {
-					break
-				}
-				n++
-			}
-			if err := a.insertEvents(h.topicID, h.orderKey, evs[:n], h.nanos); err != nil {
-				return fmt.Errorf("insert events %d..%d of %s/%s: %w", evs[0].Seq, evs[n-1].Seq, h.tenant, h.topic, err)
-			}
-			evs = evs[n:]
+		if err := a.insertEvents(h.topicID, h.orderKey, h.events, h.nanos); err != nil {
+			return fmt.Errorf("insert events %d..%d of %s/%s: %w", h.events[0].Seq, h.events[len(h.events)-1].Seq, h.tenant, h.topic, err)
 		}
 	}
 	a.held, a.heldAt = a.held[:0], nil
 	return nil
 }
-
-// ownRow says e must be stored as a row of its own: an update with its
-// publisher's id, which a resume looks up by that id.
-func ownRow(e *event.Event) bool { return e.Update != nil && e.Update.ID != "" }
 
 // statements are the commit's prepared statements. They are prepared
 // once on the writer connection and bound to each transaction with
@@ -668,24 +649,19 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	return r, nil
 }
 
-// insertEvents writes events, numbered already and consecutive in their
-// topic and their tenant's order, as layout (segment.go) lays them out in
-// rows.
+// insertEvents writes events of a topic, numbered already and
+// consecutive in it, as layout (segment.go) lays them out in rows.
 func (a *commitTx) insertEvents(topicID, orderKey int64, events []event.Event, nanos int64) error {
-	return layout(events, func(run []event.Event) error {
+	return layout(events, func(run []event.Event, weight int64) error {
 		last := &run[len(run)-1]
 		if len(run) == 1 {
 			var updateID any // NULL: only an update's own id is looked up
-			if last.Update != nil && last.Update.ID != "" {
+			if ownRow(last) {
 				updateID = last.Update.ID
 			}
 			_, err := a.insert.ExecContext(a.ctx, topicID, last.Seq, last.Type, nanos, last.Key, last.Op, []byte(last.Data), last.Raw,
 				orderKey, last.Pos, event.EncodeUpdate(last.Update), updateID)
 			return err
-		}
-		var weight int64
-		for i := range run {
-			weight += eventBytes(&run[i])
 		}
 		a.segment = encodeSegment(a.segment[:0], run)
 		_, err := a.insertSegment.ExecContext(a.ctx, topicID, last.Seq, len(run), nanos, a.segment, false, weight, orderKey, last.Pos)

@@ -227,7 +227,7 @@ func TestBatchStoresEveryEventInOrder(t *testing.T) {
 	l := openTest(t)
 	ctx := context.Background()
 	var want, wantTypes []string
-	for _, n := range []int{1, segmentMin, segmentMax - 1, segmentMax, segmentMax + 1, 2*segmentMax + 5} {
+	for _, n := range []int{1, 2, segmentMax - 1, segmentMax, segmentMax + 1, 2*segmentMax + 5} {
 		evs := make([]event.Event, n)
 		for i := range evs {
 			data := fmt.Sprintf(`{"batch":%d,"i":%d}`, n, i)

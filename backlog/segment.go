@@ -13,12 +13,12 @@ import (
 
 // A segment is one events row that holds several events of a topic
 // committed together (one request's, or those of a commit group's
-// requests to the topic, plan 054): numbered seq-n+1 to seq (the row's key is its last
-// event's number, so that every query for the rows after a position, or
-// up to one, finds the rows holding those events), with the commit's
-// time, and type, key, op and raw flag per event in data. Inserting a
-// batch of 1000 events as 1000 rows was 2.6 µs of SQLite per event, most
-// of an NDJSON batch's cost (plan 036). Readers never see a segment:
+// requests to the topic, plan 054): numbered seq-n+1 to seq (the row's
+// key is its last event's number, so that every query for the rows
+// after a position, or up to one, finds the rows holding those events),
+// with the commit's time, and type, key, op and raw flag per event in
+// data. Inserting a batch of 1000 events as 1000 rows was 2.6 µs of
+// SQLite per event, most of an NDJSON batch's cost (plan 036). Readers never see a segment:
 // rowEvents unpacks it, and every reader skips the events at or below
 // its position and above its bound as it does rows.
 //
@@ -35,40 +35,43 @@ const (
 	segUpdate   = 0b1000
 )
 
-// segmentMin is the fewest events stored as a segment: a single event
-// keeps a row of its own.
-const segmentMin = 2
-
 // segmentMax is the most events one segment holds, so that a reader that
 // wants a few events after a position unpacks at most this many more.
 const segmentMax = 1024
 
-// segmentMaxBytes is the most bytes of events (eventBytes) that a segment
-// gathered from several requests holds, unless its one event is larger:
-// a reader reads a row whole, and one request's row is bounded by its
-// body (--max-body) already.
+// segmentMaxBytes is the most bytes of events (eventBytes) one segment
+// holds, unless its one event is larger: a reader reads a row whole, and
+// a commit group gathers the events of many requests to a topic.
 const segmentMaxBytes = 1 << 20
 
-// layout calls row for each run of events stored as one row: a single
-// event or a segment.
-func layout(events []event.Event, row func(run []event.Event) error) error {
-	if len(events) < segmentMin {
-		for i := range events {
-			if err := row(events[i : i+1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+// layout calls row for each run of events stored as one row, with the
+// run's weight (the sum of its events' eventBytes). A run is a segment
+// of events consecutive in their tenant's order (a segment's positions
+// are its last one's minus the distance), at most segmentMax of them
+// and segmentMaxBytes, or a single event: alone, larger than that, or an
+// update with its publisher's id, which a resume looks up in its row.
+func layout(events []event.Event, row func(run []event.Event, weight int64) error) error {
 	for len(events) > 0 {
-		n := min(len(events), segmentMax)
-		if err := row(events[:n]); err != nil {
+		n, weight := 1, eventBytes(&events[0])
+		for n < len(events) && n < segmentMax && events[n].Pos == events[n-1].Pos+1 && !ownRow(&events[n-1]) && !ownRow(&events[n]) {
+			w := eventBytes(&events[n])
+			if weight+w > segmentMaxBytes {
+				break
+			}
+			weight += w
+			n++
+		}
+		if err := row(events[:n], weight); err != nil {
 			return err
 		}
 		events = events[n:]
 	}
 	return nil
 }
+
+// ownRow says e must be stored as a row of its own: an update with its
+// publisher's id, which a resume looks up by that id.
+func ownRow(e *event.Event) bool { return e.Update != nil && e.Update.ID != "" }
 
 // encodeSegment appends the segment of events to b, grown once.
 func encodeSegment(b []byte, events []event.Event) []byte {
