@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"context"
-	"errors"
+	"bytes"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -18,59 +16,86 @@ import (
 )
 
 // fanout is the server's pool of writers for the live streams it has
-// taken over from net/http (plans/032-fanout-writers.md). A push to such
-// a stream does not wake a goroutine of the stream's own: the hub's
-// signal puts the stream on its writer's run queue, and the writer takes
-// the stream's events, as the hub framed them for every stream, and
-// writes them with one writev that never waits. A stream whose socket
-// does not take the whole chunk, or that needs what only a goroutine
-// that may block can do (catching up, waiting for read budget, ending),
-// goes back to its own goroutine, which waits on its connection
-// meanwhile for the client leaving and for heartbeats, as it did before.
-// So a few goroutines write every live stream in turn, and nothing a
-// client does holds one of them.
+// taken over from net/http (plans/032-fanout-writers.md), and its parker
+// (plans/055-parked-streams.md). A push to such a stream does not wake a
+// goroutine of the stream's own: while the stream is live and has
+// nothing to write it has none, it is parked. The hub's signal puts the
+// stream on its writer's run queue, and the writer takes the stream's
+// events, as the hub framed them for every stream, and writes them with
+// one writev that never waits. A stream whose socket does not take the
+// whole chunk, or that needs what only a goroutine that may block can do
+// (catching up, waiting for read budget, ending), is handed to a new
+// goroutine of its own, which parks it again once it is live with
+// nothing to write. The parker notices a parked stream's client leaving
+// and its heartbeats falling due. So a few goroutines write every live
+// stream in turn, nothing a client does holds one of them, and an idle
+// stream holds none.
 type fanout struct {
 	writers []*writer
 	next    atomic.Uint32 // round robin over writers
-	start   sync.Once     // the writers' goroutines start with the first stream
+	// heartbeat is the server's, for the parker.
+	heartbeat time.Duration
+	// start starts the writers' and the parker's goroutines with the
+	// first stream; parker is nil if it could not be made, and streams
+	// then keep the goroutine they were served by.
+	start  sync.Once
+	parker *parker
 }
 
-func newFanout() *fanout {
-	f := &fanout{writers: make([]*writer, max(2, runtime.GOMAXPROCS(0)))}
-	for i := range f.writers {
-		f.writers[i] = newWriter()
-	}
-	return f
+func newFanout(heartbeat time.Duration) *fanout {
+	return &fanout{writers: make([]*writer, max(2, runtime.GOMAXPROCS(0))), heartbeat: heartbeat}
 }
 
 // writer is the writer of a new stream: each stream has one for life, so
-// that no two writers ever write one stream.
+// that no two writers ever write one stream. It is nil if the pool
+// cannot park streams.
 func (f *fanout) writer() *writer {
 	f.start.Do(func() {
-		for _, w := range f.writers {
-			go w.loop()
+		p, err := newParker(f.heartbeat)
+		if err != nil {
+			return
 		}
+		f.parker = p
+		for i := range f.writers {
+			f.writers[i] = newWriter(p)
+			go f.writers[i].loop()
+		}
+		go p.loop()
 	})
+	if f.parker == nil {
+		return nil
+	}
 	return f.writers[f.next.Add(1)%uint32(len(f.writers))]
 }
 
-// stop ends the writers' goroutines, once no stream is left (EndStreams).
+// stop ends the writers' and the parker's goroutines, once no stream is
+// left (EndStreams).
 func (f *fanout) stop() {
+	f.start.Do(func() {}) // none start after
+	if f.parker == nil {
+		return
+	}
 	for _, w := range f.writers {
 		close(w.quit)
 	}
+	f.parker.stop()
 }
 
-// Who writes a taken-over stream (sseStream.state). Its own goroutine
-// moves it from byOwn to inPool and takes it back (claim); the hub's
-// signal moves it from inPool to queued (schedule); its writer runs it,
-// from queued to running, and back to inPool, to queued if it was
-// signalled while running (runAgain), or to byOwn.
+// Who writes a taken-over stream (sseStream.state). A goroutine of its
+// own runs it exactly while it is byOwn. That goroutine parks it (byOwn
+// to inPool, and the goroutine returns); the hub's signal moves it from
+// inPool to queued (schedule); its writer runs it, from queued to
+// running, and back to inPool, to queued if it was signalled while
+// running (runAgain), or to byOwn, on a new goroutine (handBack).
+// Whoever takes a parked stream back (takeBack: its client left, the
+// server ends) starts that goroutine, or, if its writer is running it,
+// marks it reclaiming and the writer does when the run ends.
 const (
 	// byOwn: its own goroutine writes it: the hello, catching up, a
 	// heartbeat, what a pool write left, what must wait, the end.
 	byOwn int32 = iota
-	// inPool: live, nothing to write; its writer writes the next push.
+	// inPool: parked: live, nothing to write, no goroutine; its writer
+	// writes the next push or heartbeat.
 	inPool
 	// queued: on its writer's run queue.
 	queued
@@ -78,8 +103,8 @@ const (
 	running
 	// runAgain: running, and signalled since: it is queued again after.
 	runAgain
-	// reclaiming: running, and its own goroutine waits to take it back
-	// (it is handed back on sseStream.back).
+	// reclaiming: running, and taken back: its writer hands it to a
+	// goroutine of its own when the run ends.
 	reclaiming
 )
 
@@ -95,21 +120,28 @@ type writer struct {
 	queue []*sseStream // streams to run, in the order they were signalled
 	ready chan struct{}
 	quit  chan struct{}
+	// parker watches the streams parked in the pool.
+	parker *parker
+	// handBack starts a goroutine of st's own, which st is byOwn for:
+	// resume (a test runs it itself).
+	handBack func(st *sseStream)
 
 	// The fields below are the writer goroutine's: one write's frames and
 	// its pieces for writev, with the callback and its result, made once
 	// so that a write allocates nothing.
-	spare  []*sseStream
-	parts  [][]byte
-	iov    []syscall.Iovec
-	n      int
-	errno  syscall.Errno
-	writev func(fd uintptr) bool
+	spare    []*sseStream
+	parts    [][]byte
+	chunkHdr [20]byte
+	iov      []syscall.Iovec
+	n        int
+	errno    syscall.Errno
+	writev   func(fd uintptr) bool
 }
 
-func newWriter() *writer {
-	w := &writer{ready: make(chan struct{}, 1), quit: make(chan struct{}),
-		parts: make([][]byte, 0, maxParts), iov: make([]syscall.Iovec, 0, maxParts+2)}
+func newWriter(p *parker) *writer {
+	w := &writer{ready: make(chan struct{}, 1), quit: make(chan struct{}), parker: p,
+		handBack: func(st *sseStream) { go st.resume() },
+		parts:    make([][]byte, 0, maxParts), iov: make([]syscall.Iovec, 0, maxParts+2)}
 	w.writev = w.tryWritev
 	return w
 }
@@ -197,16 +229,13 @@ func (w *writer) serve(st *sseStream) (back bool) {
 	return back
 }
 
-// end ends a run of st: it goes back to its own goroutine if serve says
-// so or its goroutine claimed it meanwhile, on the run queue if it was
-// signalled meanwhile, and to the pool otherwise.
+// end ends a run of st: it goes to a goroutine of its own if serve says
+// so or it was taken back meanwhile, on the run queue if it was
+// signalled meanwhile, and back to the pool otherwise.
 func (w *writer) end(st *sseStream, back bool) {
 	if back {
-		if st.state.Swap(byOwn) == reclaiming {
-			st.back <- struct{}{}
-		} else {
-			st.cw.wake() // it waits in pooled
-		}
+		st.state.Store(byOwn)
+		w.handBack(st)
 		return
 	}
 	for {
@@ -222,7 +251,7 @@ func (w *writer) end(st *sseStream, back bool) {
 			}
 		case reclaiming:
 			st.state.Store(byOwn)
-			st.back <- struct{}{}
+			w.handBack(st)
 			return
 		}
 	}
@@ -292,18 +321,18 @@ func (st *sseStream) enterPool() {
 	}
 }
 
-// claim takes the stream back from the pool for its own goroutine. It
-// reports false if its writer is running it now: the writer then hands it
-// back on st.back when the run, which never waits, is over.
-func (st *sseStream) claim() bool {
-	if st.back == nil {
-		st.back = make(chan struct{}, 1)
-	}
+// takeBack takes a parked stream out of the pool for a goroutine of its
+// own, and reports true if the caller is to start it: the stream was
+// parked or queued (a writer that finds it on its queue passes it by).
+// If its writer is running it, the writer starts that goroutine when the
+// run, which never waits, is over; if the stream is byOwn already, its
+// goroutine exists.
+func (st *sseStream) takeBack() bool {
 	for {
 		switch s := st.state.Load(); s {
-		case byOwn:
-			return true
-		case inPool, queued: // a writer that finds it on its queue passes it by
+		case byOwn, reclaiming:
+			return false
+		case inPool, queued:
 			if st.state.CompareAndSwap(s, byOwn) {
 				return true
 			}
@@ -315,61 +344,40 @@ func (st *sseStream) claim() bool {
 	}
 }
 
-// reclaim takes the stream back, waiting for its writer's run if there is
-// one.
-func (st *sseStream) reclaim() {
-	if !st.claim() {
-		<-st.back
-	}
-}
-
-// pooled gives the stream's live pushes to its writer and waits on the
-// connection for what only its own goroutine does: the writer handing it
-// back (which moves the read deadline into the past), a heartbeat falling
-// due (the writer writes it), the client leaving or sending a byte, the
-// server ending. It returns nil once the stream is its own goroutine's
-// again, or, having taken it back, why the stream ends.
-func (st *sseStream) pooled(ctx context.Context) error {
+// park gives the live stream, which has nothing to write, to its writer
+// and the parker, and reports true if the calling goroutine is to return
+// now, holding nothing of the stream. It reports false if the stream is
+// the goroutine's again: its client left or the server is ending it
+// while it parked, and the goroutine ends it. Whoever takes it back
+// stores first why (gone, the context) and then looks at the state;
+// park stores the state and then looks at why: one of the two sees the
+// other, and only one of them takes it.
+func (st *sseStream) park() (bool, error) {
 	cw := st.cw
 	if err := clearWriteDeadline(cw.conn, cw.endBy); err != nil {
-		return err
+		return false, err
+	}
+	if err := st.w.parker.arm(st); err != nil {
+		return false, err
+	}
+	st.buf = nil // a parked stream's pushes are written from the hub's frames
+	if cw.parking != nil {
+		cw.parking()
 	}
 	st.enterPool()
-	heartbeat := int64(st.s.cfg.Heartbeat)
-	var asked int64 // when this goroutine last asked for a heartbeat
-	for {
-		due := max(st.wrote.Load(), asked) + heartbeat
-		// The deadline is set before the look at the state, so that a
-		// hand-back after the look moves it into the past: as in wait.
-		if err := cw.conn.SetReadDeadline(time.Unix(0, due)); err != nil {
-			st.reclaim()
-			return fmt.Errorf("set read deadline: %w", err)
-		}
-		if st.state.Load() == byOwn {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			st.reclaim()
-			return err
-		}
-		if now := time.Now().UnixNano(); now >= due {
-			asked = now
-			st.pingDue.Store(true)
-			st.schedule()
-			continue
-		}
-		if cw.parking != nil {
-			cw.parking()
-		}
-		err := cw.raw.Read(cw.readable)
-		if cw.left {
-			st.reclaim()
-			return errLeft
-		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			st.reclaim()
-			return fmt.Errorf("wait on the connection: %w", err)
-		}
+	if st.gone.Load() || st.ctx.Err() != nil {
+		return !st.takeBack(), nil
+	}
+	return true, nil
+}
+
+// ending ends the stream for EndStreams, which has ended its context:
+// it shortens a write in progress and wakes a wait, or, if the stream is
+// parked, takes it back for a goroutine that ends it.
+func (st *sseStream) ending(endBy time.Time) {
+	st.wire.ending(endBy)
+	if st.w != nil && st.takeBack() {
+		st.w.handBack(st)
 	}
 }
 
@@ -388,7 +396,7 @@ func (st *sseStream) finish() error {
 		cw.broken = true
 		return err
 	}
-	if _, err := cw.rest.WriteTo(cw.conn); err != nil {
+	if err := cw.writev(cw.rest); err != nil {
 		cw.broken = true // the chunk stays cut
 		return fmt.Errorf("write frames: %w", err)
 	}
@@ -421,7 +429,7 @@ func (cw *connWire) tryWrite(w *writer, parts [][]byte) (all bool, err error) {
 	for _, p := range parts {
 		n += len(p)
 	}
-	hdr := strconv.AppendInt(cw.chunkHdr[:0], int64(n), 16)
+	hdr := strconv.AppendInt(w.chunkHdr[:0], int64(n), 16)
 	hdr = append(hdr, '\r', '\n')
 	iov := appendIovec(w.iov[:0], hdr)
 	for _, p := range parts {
@@ -447,7 +455,8 @@ func (cw *connWire) tryWrite(w *writer, parts [][]byte) (all bool, err error) {
 }
 
 // restOf is what is left of the chunk hdr, parts and its end once the
-// socket took written bytes of it.
+// socket took written bytes of it. What is left of hdr, the writer's, is
+// copied.
 func restOf(written int, hdr []byte, parts [][]byte) net.Buffers {
 	rest := make(net.Buffers, 0, len(parts)+2)
 	add := func(p []byte) {
@@ -458,7 +467,12 @@ func restOf(written int, hdr []byte, parts [][]byte) net.Buffers {
 		rest = append(rest, p[written:])
 		written = 0
 	}
-	add(hdr)
+	if written < len(hdr) {
+		rest = append(rest, bytes.Clone(hdr[written:]))
+		written = 0
+	} else {
+		written -= len(hdr)
+	}
 	for _, p := range parts {
 		add(p)
 	}

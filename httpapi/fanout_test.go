@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,9 @@ type poolHarness struct {
 	w      *writer
 	store  *backlog.Store
 	logger *slog.Logger
+	// handed gets the streams the writer or the parker hands to a
+	// goroutine of their own, which the test plays.
+	handed chan *sseStream
 }
 
 func newPoolHarness(t *testing.T) *poolHarness {
@@ -70,7 +74,42 @@ func newPoolHarnessBuffered(t *testing.T, streamBuffer int) *poolHarness {
 		store.Close()
 	})
 	s := &Server{cfg: Config{Heartbeat: time.Hour, WriteTimeout: time.Minute}, deps: Deps{Metrics: metrics.New()}}
-	return &poolHarness{t: t, router: router, s: s, w: newWriter(), store: store, logger: logger}
+	p, err := newParker(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &poolHarness{t: t, router: router, s: s, w: newWriter(p), store: store, logger: logger, handed: make(chan *sseStream, 16)}
+	h.w.handBack = func(st *sseStream) { h.handed <- st }
+	t.Cleanup(func() {
+		if h.w.parker == p {
+			p.close()
+		}
+	})
+	return h
+}
+
+// runParker runs the harness's parker, looking for heartbeats every
+// apart.
+func (h *poolHarness) runParker(every time.Duration) {
+	p := h.w.parker
+	h.w.parker = nil // stopped, not closed, at the end
+	p.every = every
+	go p.loop()
+	h.t.Cleanup(p.stop)
+	h.w.parker = p
+}
+
+// handedBack is the stream the writer or the parker handed to a
+// goroutine of its own, within the hang guard.
+func (h *poolHarness) handedBack() *sseStream {
+	h.t.Helper()
+	select {
+	case st := <-h.handed:
+		return st
+	case <-time.After(hangGuard):
+		h.t.Fatal("no stream was handed to a goroutine of its own")
+		return nil
+	}
 }
 
 // serve replaces the harness's server with a whole one over its hub, in
@@ -159,6 +198,8 @@ func (h *poolHarness) stream(cw *connWire) *sseStream {
 	}
 	h.t.Cleanup(sub.Close)
 	st := &sseStream{s: h.s, sub: topicSource{sub}, topicSub: sub, wire: cw, cw: cw, w: h.w}
+	st.ctx, st.cancel = context.WithCancel(context.Background())
+	h.t.Cleanup(st.cancel)
 	sub.OnReady(st.wake)
 	return st
 }
@@ -327,10 +368,10 @@ func TestAPushWhileItsWriterRunsTheStreamIsWritten(t *testing.T) {
 	}
 }
 
-// A stream's own goroutine that takes the stream back (its client left,
-// the server ends) while its writer runs it must wait for the run to
-// end: two goroutines would hand out its subscription at once.
-func TestAClaimWhileItsWriterRunsTheStreamWaitsForTheRun(t *testing.T) {
+// A stream taken back from the pool (its client left, the server ends)
+// while its writer runs it is handed to a goroutine of its own only when
+// the run ends: two goroutines would hand out its subscription at once.
+func TestATakeBackWhileItsWriterRunsTheStreamWaitsForTheRun(t *testing.T) {
 	h := newPoolHarness(t)
 	cw, _ := connPair(t)
 	st := h.stream(cw)
@@ -341,52 +382,96 @@ func TestAClaimWhileItsWriterRunsTheStreamWaitsForTheRun(t *testing.T) {
 	if !h.w.begin(st) {
 		t.Fatal("the writer could not begin a queued stream")
 	}
-	if st.claim() {
-		t.Fatal("claim took the stream back while its writer ran it")
+	if st.takeBack() {
+		t.Fatal("takeBack took the stream while its writer ran it")
+	}
+	if len(h.handed) != 0 {
+		t.Fatal("a stream was handed to a goroutine while its writer ran it")
 	}
 	h.w.end(st, h.w.serve(st))
-	select {
-	case <-st.back:
-	default:
-		t.Fatal("the writer did not hand the claimed stream back")
+	if got := h.handedBack(); got != st || st.state.Load() != byOwn {
+		t.Fatalf("after its run the taken stream is in state %d, want byOwn and handed back", st.state.Load())
 	}
-	if st.state.Load() != byOwn {
-		t.Fatalf("a claimed stream is in state %d after its run, want byOwn", st.state.Load())
+	if st.takeBack() {
+		t.Fatal("a stream its own goroutine has was taken back again")
 	}
-	// Queued again and claimed before its run, it is passed by.
+	// Queued again and taken back before its run, it is passed by.
 	st.enterPool()
 	h.publish(`"f"`)
 	until(t, "the stream is queued", func() bool { return st.state.Load() == queued })
 	h.pop(st)
-	if !st.claim() || h.w.begin(st) {
-		t.Fatal("a stream claimed on its writer's queue was run")
+	if !st.takeBack() || h.w.begin(st) {
+		t.Fatal("a stream taken back on its writer's queue was run")
 	}
 }
 
-// The writer hands a stream back (its socket was full) at the worst
-// moment: after the stream's own goroutine, waiting in pooled, looked at
-// the state and found it in the pool, before it waits on the connection.
-// The wait must still return, not sleep until the next heartbeat (an
-// hour here).
-func TestAHandBackBetweenTheLookAndTheWaitIsNotMissed(t *testing.T) {
+// The parker sees a client leave at the worst moment: after the stream's
+// goroutine armed its connection, before it put the stream in the pool,
+// so the parker finds the stream still the goroutine's and cannot take
+// it. park must see it and keep the stream, not leave it parked with no
+// one to end it.
+func TestAClientLeavingAsItsStreamParksIsNoticed(t *testing.T) {
+	h := newPoolHarness(t)
+	h.runParker(time.Hour)
+	cw, client := connPair(t)
+	st := h.stream(cw)
+	cw.parking = func() {
+		cw.parking = nil
+		client.Close()
+		until(t, "the parker sees the client leave", st.gone.Load)
+	}
+	parked, err := st.park()
+	if parked || err != nil {
+		t.Fatalf("park gave %v, %v for a stream whose client left as it parked; want the stream kept", parked, err)
+	}
+	if st.state.Load() != byOwn || len(h.handed) != 0 {
+		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
+	}
+}
+
+// EndStreams at the same moment: the server's end, stored before it
+// takes the stream back, is seen by park.
+func TestEndStreamsAsAStreamParksIsNoticed(t *testing.T) {
 	h := newPoolHarness(t)
 	cw, _ := connPair(t)
 	st := h.stream(cw)
 	cw.parking = func() {
 		cw.parking = nil
-		st.state.Store(running) // as if the writer ran it and found the socket full
-		h.w.end(st, true)
+		st.cancel()
+		st.ending(time.Now().Add(endGrace))
 	}
-	done := make(chan error, 1)
-	go func() { done <- st.pooled(context.Background()) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("pooled gave %v; want the hand-back", err)
-		}
-	case <-time.After(hangGuard):
-		cw.conn.Close()
-		t.Fatal("pooled did not return: the hand-back was missed")
+	parked, err := st.park()
+	if parked || err != nil {
+		t.Fatalf("park gave %v, %v for a stream the server ended as it parked; want the stream kept", parked, err)
+	}
+	if st.state.Load() != byOwn || len(h.handed) != 0 {
+		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
+	}
+}
+
+// A client that leaves a parked stream is noticed by the parker, which
+// hands the stream to a goroutine that ends it; so does EndStreams.
+func TestAParkedStreamIsTakenBackWhenItsClientLeaves(t *testing.T) {
+	h := newPoolHarness(t)
+	h.runParker(time.Hour)
+	cw, client := connPair(t)
+	st := h.stream(cw)
+	if parked, err := st.park(); !parked || err != nil {
+		t.Fatalf("park gave %v, %v; want the stream parked", parked, err)
+	}
+	client.Close()
+	if got := h.handedBack(); got != st || !st.gone.Load() || st.state.Load() != byOwn {
+		t.Fatalf("the parker handed back a stream in state %d, gone %v", st.state.Load(), st.gone.Load())
+	}
+	cw2, _ := connPair(t)
+	st2 := h.stream(cw2)
+	if parked, err := st2.park(); !parked || err != nil {
+		t.Fatalf("park gave %v, %v; want the stream parked", parked, err)
+	}
+	st2.cancel()
+	st2.ending(time.Now().Add(endGrace))
+	if got := h.handedBack(); got != st2 || st2.state.Load() != byOwn {
+		t.Fatal("EndStreams did not hand a parked stream to a goroutine that ends it")
 	}
 }
 
@@ -498,32 +583,31 @@ func TestAfterACutPoolWriteTheStreamEndsWithoutALastChunk(t *testing.T) {
 	}
 }
 
-// A stream in the pool that has nothing to write gets its heartbeats
-// from its writer, which its own goroutine asks for when they fall due.
-func TestAPooledStreamGetsItsHeartbeats(t *testing.T) {
+// A parked stream gets its heartbeats from its writer, which the parker
+// asks for when they fall due.
+func TestAParkedStreamGetsItsHeartbeats(t *testing.T) {
 	h := newPoolHarness(t)
 	h.s.cfg.Heartbeat = 20 * time.Millisecond
+	h.runParker(5 * time.Millisecond)
 	go h.w.loop()
 	t.Cleanup(func() { close(h.w.quit) })
 	cw, client := connPair(t)
 	st := h.stream(cw)
 	st.wrote.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- st.pooled(ctx) }()
+	if parked, err := st.park(); !parked || err != nil {
+		t.Fatalf("park gave %v, %v; want the stream parked", parked, err)
+	}
 	r := readChunks(t, client)
 	for range 3 {
 		if ids, _ := r.next(client); len(ids) != 1 || ids[0] != "ping" {
-			t.Fatalf("a pooled stream got %v, want a heartbeat", ids)
+			t.Fatalf("a parked stream got %v, want a heartbeat", ids)
 		}
 	}
-	cancel()
-	cw.wake() // as EndStreams does after it ends the contexts
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("pooled gave %v, want the end of its context", err)
+	if len(h.handed) != 0 {
+		t.Fatal("a heartbeat handed a parked stream to a goroutine")
 	}
-	if st.state.Load() != byOwn {
-		t.Fatalf("a stream that left the pool is in state %d", st.state.Load())
+	if !st.takeBack() { // the writer runs it: it is handed back after
+		h.handedBack()
 	}
 }
 
@@ -690,5 +774,40 @@ func TestEveryPooledStreamGetsEveryEventOnceInOrder(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Idle streams hold no goroutine: a server holding 200 live streams with
+// nothing to write runs no more goroutines than before they opened; and
+// the parker notices clients that leave parked streams, whose streams
+// are released long before a heartbeat (an hour here) would find them.
+func TestParkedStreamsHoldNoGoroutineAndAreReleasedWhenTheirClientsLeave(t *testing.T) {
+	h := newPoolHarness(t)
+	addr := h.serve()
+	watchRaw(t, addr) // starts the pool's goroutines
+	until(t, "the first stream parks", func() bool { return h.states()[inPool] == 1 })
+	before := runtime.NumGoroutine()
+	const n = 200
+	var clients []net.Conn
+	for range n {
+		c, _ := watchRaw(t, addr)
+		clients = append(clients, c)
+	}
+	until(t, "every stream parks", func() bool { return h.states()[inPool] == n+1 })
+	if grown := runtime.NumGoroutine() - before; grown > n/20 {
+		t.Fatalf("%d parked streams hold %d goroutines", n, grown)
+	}
+	for _, c := range clients[:n/2] {
+		c.Close()
+	}
+	until(t, "the streams whose clients left are released", func() bool {
+		n := 0
+		for _, k := range h.states() {
+			n += k
+		}
+		return n == len(clients)/2+1
+	})
+	if p := h.s.fanout.parker.size(); p != len(clients)/2+1 {
+		t.Fatalf("the parker holds %d streams after half left, want %d", p, len(clients)/2+1)
 	}
 }

@@ -200,7 +200,7 @@ func New(cfg Config, deps Deps, hooks Hooks) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, hooks: hooks, faults: injectedFaults(), streams: map[*sseStream]struct{}{}, onTopic: map[string]map[string]int{}, onTenant: map[string]map[*sseStream]struct{}{},
 		streamPaths: map[string]bool{}, heads: map[string]bool{},
-		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout(), held: map[string]map[*heldCredential]struct{}{},
+		adminLog: newLogSample(adminLogEvery, adminLogBurst), fanout: newFanout(cfg.Heartbeat), held: map[string]map[*heldCredential]struct{}{},
 		verifier: &auth.Verifier{MaxTTL: cfg.MaxTokenTTL, Audience: cfg.TokenAudience, JWKS: auth.NewJWKS(deps.JWKSTransport, cfg.JWKSAllowHTTP)}}
 	s.endCtx, s.endAll = context.WithCancel(context.Background())
 	r := httprouter.New()
@@ -327,7 +327,7 @@ func (s *Server) EndStreams() {
 		s.mu.Lock()
 		s.ending = true
 		for st := range s.streams {
-			st.wire.ending(endBy)
+			st.ending(endBy)
 		}
 		s.mu.Unlock()
 		s.streamsDone.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,9 +28,11 @@ const (
 // watch registers a stream with its hub, then, and only then, sends the
 // headers and hello, and writes what its subscription hands out until the
 // client or the server leaves. A plain HTTP/1.1 stream is written on its
-// connection, taken over from net/http (connWire), by a goroutine of its
-// own and, while it is live, by its writer in the server's pool
-// (fanout.go), and the handler returns; any other stream is written here.
+// connection, taken over from net/http (connWire), and the handler
+// returns: a topic stream, once it is live and has nothing to write, is
+// parked in the server's pool (fanout.go, parked.go) with no goroutine;
+// a tenant stream keeps a goroutine of its own. Any other stream is
+// written here.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	st := s.openStream(w, r, tenant, topic)
 	if st == nil {
@@ -38,45 +41,56 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 	st.serveOn(w, r)
 }
 
-// serveOn writes an open stream until it ends: on a connection taken
-// over from net/http, by a goroutine of its own (and, for a live topic
-// stream, by its writer in the server's pool), while the handler
-// returns; else on the response, here.
+// serveOn writes an open stream until it ends or parks: on a connection
+// taken over from net/http, here until a topic stream parks (which ends
+// this goroutine's part) or by a goroutine of a tenant stream's own,
+// while the handler returns; else on the response, here.
 func (st *sseStream) serveOn(w http.ResponseWriter, r *http.Request) {
 	s := st.s
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	// The stream's context is a child of endCtx, so EndStreams ends it
-	// before it wakes the stream.
-	ctx, cancel := context.WithCancel(s.endCtx)
 	st.logged(w, r)
 	if cw, ok := s.takeOver(w, r); ok {
+		// A taken-over stream sees its client leave on its connection:
+		// its context is the server's, which EndStreams ends before it
+		// wakes the stream.
+		st.ctx, st.cancel = s.endCtx, func() {}
 		st.wire = cw
 		if cw.raw != nil && st.topicSub != nil {
-			st.cw, st.w = cw, s.fanout.writer()
-			st.sub.OnReady(st.wake)
-		} else {
-			st.sub.OnReady(cw.wake)
+			st.w = s.fanout.writer()
 		}
+		if st.w != nil {
+			st.cw = cw
+			st.sub.OnReady(st.wake)
+			st.serve(st.open())
+			return
+		}
+		st.sub.OnReady(cw.wake)
 		// The hello is written on this goroutine, whose stack serving the
 		// request has grown already, so that the stream's own goroutine
 		// starts with a small one and keeps it while the stream idles.
 		err := st.open()
-		go st.serve(ctx, cancel, err)
+		go st.serve(err)
 		return
 	}
-	stop := context.AfterFunc(r.Context(), cancel)
+	// The context of a stream on net/http's response also ends when
+	// net/http sees its client leave.
+	st.ctx, st.cancel = context.WithCancel(s.endCtx)
+	stop := context.AfterFunc(r.Context(), st.cancel)
 	defer stop()
 	st.wire = s.newResponseWire(w)
-	st.serve(ctx, cancel, st.open())
+	st.serve(st.open())
 }
 
 // openStream checks the request, registers its stream and returns it, or
 // answers the refusal and returns nil. The stream holds its place under
 // the stream limits until it is closed.
 func (s *Server) openStream(w http.ResponseWriter, r *http.Request, tenant, topic string) (st *sseStream) {
+	// The stream keeps its names for life, not the request line they are
+	// cut from.
+	tenant, topic = strings.Clone(tenant), strings.Clone(topic)
 	ten, aerr := s.authorizeTenant(r, tenant, topic, auth.Subscribe)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -175,13 +189,16 @@ type sseStream struct {
 	// heartbeat is due Heartbeat after.
 	wrote  atomic.Int64
 	buf    []byte
-	parts  [3][]byte // one flush's pieces, so that a flush allocates nothing
-	events int       // event frames buffered since the last flush
+	events int // event frames buffered since the last flush
 	// cause is why the stream was ended from outside, if it was; log its
 	// access-log line (nil without --access-log) and total what it wrote.
 	cause *endCause
 	log   *streamLog
 	total accounted
+	// ctx ends when the server ends its streams (or, on net/http's
+	// response, when the client leaves); cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// The fields below serve a stream on a connection taken over from
 	// net/http (cw) from its writer w in the server's pool (fanout.go);
@@ -192,9 +209,10 @@ type sseStream struct {
 	// pingDue says the stream's own goroutine asks its writer for a
 	// heartbeat.
 	pingDue atomic.Bool
-	// back is where a writer hands back a stream that its own goroutine
-	// claimed while it ran it.
-	back chan struct{}
+	// gone says the parker saw the stream's client leave (or speak).
+	gone atomic.Bool
+	// parkID is the stream's id in the parker, from its first park.
+	parkID uint64
 	// mustNext says the writer handed the stream back for Next, and
 	// restEvents is the events of the chunk rest that it left (cw.rest);
 	// whoever writes the stream owns them.
@@ -208,21 +226,28 @@ func (st *sseStream) pingAt() time.Time {
 }
 
 // serve writes the stream, once it has opened (helloErr is open's), until
-// it ends, then ends its body and gives back everything it held. cancel
-// ends ctx.
-func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, helloErr error) {
+// it ends, then ends its body and gives back everything it held; or until
+// it parks, holding nothing of it.
+func (st *sseStream) serve(helloErr error) {
 	s := st.s
-	defer cancel()
 	err := helloErr
+	parked := false
 	defer func() {
 		// A taken-over stream's goroutine has no net/http recovery: a
 		// panic ends this stream only, as it would on net/http's.
 		v := recover()
+		if parked && v == nil {
+			return
+		}
 		if v != nil {
 			err = fmt.Errorf("panic: %v", v)
 			s.deps.Logger.Error("stream panic", "tenant", st.tenant, "topic", st.topic, "panic", v)
 		}
+		st.cancel()
 		st.logEnd(err, v != nil)
+		if st.w != nil {
+			st.w.parker.forget(st)
+		}
 		st.wire.end()
 		s.untrack(st)
 		st.sub.Close()
@@ -233,9 +258,13 @@ func (st *sseStream) serve(ctx context.Context, cancel context.CancelFunc, hello
 		}
 	}()
 	if err == nil {
-		err = st.run(ctx)
+		parked, err = st.run(st.ctx)
 	}
 }
+
+// resume serves a stream taken out of the pool, on the goroutine of its
+// own that whoever took it started.
+func (st *sseStream) resume() { st.serve(nil) }
 
 // errEnding is the end of a stream that opened while the server was
 // ending its streams.
@@ -268,10 +297,8 @@ func (st *sseStream) hello() error {
 	st.buf = sse.AppendSnapshotStart(st.buf, snap.Seq)
 	p := st.s.pace()
 	err := snap.Pieces(func(piece []byte) error {
-		parts := append(st.parts[:0], st.buf, piece)
 		n := len(st.buf) + len(piece)
-		err := st.wire.write(p.next(n), parts...)
-		clear(parts)
+		err := st.wire.write(p.next(n), st.buf, piece)
 		st.buf = st.buf[:0]
 		if err == nil {
 			st.sent(0, n)
@@ -284,18 +311,26 @@ func (st *sseStream) hello() error {
 	return st.flush(sse.FrameEnd)
 }
 
-// run writes, after the hello, until ctx ends or the hub ends the stream.
-func (st *sseStream) run(ctx context.Context) error {
+// run writes, after the hello, until ctx ends or the hub ends the stream,
+// or it parks.
+func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 	sub := st.sub
 	for {
 		if st.w != nil {
 			if err := st.finish(); err != nil {
-				return err
+				return false, err
+			}
+			if st.gone.Load() {
+				st.cw.consume()
+				return false, errLeft
+			}
+			if err := ctx.Err(); err != nil {
+				return false, err
 			}
 			if !st.mustNext && !st.cw.left && st.topicSub.Live() {
-				if err := st.pooled(ctx); err != nil {
-					st.finish() //nolint:errcheck // the stream ends with err either way
-					return err
+				parked, err := st.park()
+				if parked || err != nil {
+					return parked, err
 				}
 				continue
 			}
@@ -303,24 +338,24 @@ func (st *sseStream) run(ctx context.Context) error {
 		}
 		ping, err := st.wire.wait(ctx, sub.Ready(), st.pingAt())
 		if err != nil {
-			return err
+			return false, err
 		}
 		if ping {
 			st.buf = sse.AppendPing(st.buf)
 			if err := st.flush(); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		st.buf, err = sub.next(ctx, st, st.buf, flushBytes)
 		if ferr := st.flush(); ferr != nil {
-			return ferr
+			return false, ferr
 		}
 		if lag, ok := sub.Lag(); ok {
 			st.s.deps.Metrics.DeliveryLag.Observe(lag.Seconds())
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if cap(st.buf) > idleBufferBytes && len(sub.Ready()) == 0 {
 			st.buf = nil // nothing more to write now
@@ -412,10 +447,9 @@ func (st *sseStream) flush(extra ...[]byte) error {
 		return nil
 	}
 	deadline := time.Now().Add(st.s.cfg.WriteTimeout) // or the server's end, if sooner (setWriteDeadline)
-	parts := append(append(st.parts[:0], st.buf), extra...)
+	parts := append([][]byte{st.buf}, extra...)
 	err := st.wire.write(deadline, parts...)
 	n := st.measured(parts)
-	clear(parts)
 	if err != nil {
 		return err
 	}

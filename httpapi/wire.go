@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // wire is where a stream's bytes go. Each write is whole frames, written
@@ -108,9 +109,6 @@ type connWire struct {
 	raw  syscall.RawConn
 	// head is the status line and headers, sent with the first write.
 	head []byte
-	// bufs holds one write's pieces, so that a write allocates nothing.
-	bufs     [6][]byte
-	chunkHdr [20]byte
 	// readable is raw.Read's callback, made once; one and left are its
 	// state, used only on the stream's goroutine.
 	readable func(fd uintptr) bool
@@ -234,6 +232,17 @@ func (cw *connWire) onReadable(fd uintptr) bool {
 	}
 }
 
+// write is the stream's own goroutine's: the hello, a catch-up, a
+// heartbeat. Its pieces are made for each write (a parked stream keeps
+// none), and it writes them with writev itself: the standard library's
+// keeps its array of pieces with the connection for life.
+// consume reads, for a stream the parker saw its client leave, what made
+// it readable, as wait's read does: a byte left unread would make the
+// close a reset, and the client would lose the body's clean end.
+func (cw *connWire) consume() {
+	cw.raw.Control(func(fd uintptr) { cw.onReadable(fd) }) //nolint:errcheck // a closed connection has nothing to read
+}
+
 func (cw *connWire) write(deadline time.Time, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -242,10 +251,10 @@ func (cw *connWire) write(deadline time.Time, parts ...[]byte) error {
 	if n == 0 && cw.head == nil {
 		return nil
 	}
-	bufs := append(cw.bufs[:0], cw.head)
+	bufs := make([][]byte, 0, len(parts)+3)
+	bufs = append(bufs, cw.head)
 	if n > 0 {
-		hdr := strconv.AppendInt(cw.chunkHdr[:0], int64(n), 16)
-		bufs = append(bufs, append(hdr, '\r', '\n'))
+		bufs = append(bufs, append(strconv.AppendInt(make([]byte, 0, 20), int64(n), 16), '\r', '\n'))
 		bufs = append(bufs, parts...)
 		bufs = append(bufs, crlf)
 	}
@@ -254,13 +263,62 @@ func (cw *connWire) write(deadline time.Time, parts ...[]byte) error {
 		cw.broken = true
 		return err
 	}
-	nb := net.Buffers(bufs)
-	if _, err := nb.WriteTo(cw.conn); err != nil {
+	if err := cw.writev(bufs); err != nil {
 		cw.broken = true // a part of a chunk may have gone out
 		return fmt.Errorf("write frames: %w", err)
 	}
-	clear(cw.bufs[:]) // hold no frame past its write
 	return nil
+}
+
+// writev writes bufs whole, waiting for room in the socket until the
+// write deadline.
+func (cw *connWire) writev(bufs [][]byte) error {
+	if cw.raw == nil {
+		return net.ErrClosed // a connection that is not served (takeOver)
+	}
+	iov := make([]syscall.Iovec, 0, len(bufs))
+	var werr error
+	err := cw.raw.Write(func(fd uintptr) bool {
+		for {
+			iov = iov[:0]
+			for _, b := range bufs {
+				if len(b) > 0 {
+					iov = appendIovec(iov, b)
+				}
+			}
+			if len(iov) == 0 {
+				return true
+			}
+			n, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+			switch e {
+			case 0:
+				bufs = consumed(bufs, int(n))
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // wait for room, or the deadline
+			default:
+				werr = e
+				return true
+			}
+		}
+	})
+	clear(iov) // hold no frame past its write
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+// consumed is what is left of bufs once written bytes of it went out.
+func consumed(bufs [][]byte, written int) [][]byte {
+	for len(bufs) > 0 && written >= len(bufs[0]) {
+		written -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 {
+		bufs[0] = bufs[0][written:]
+	}
+	return bufs
 }
 
 var (
@@ -298,8 +356,7 @@ func setWriteDeadline(conn interface{ SetWriteDeadline(time.Time) error }, endBy
 // half for a whole one.
 func (cw *connWire) end() {
 	if !cw.broken && setWriteDeadline(cw.conn, cw.endBy, time.Now().Add(endGrace)) == nil {
-		nb := net.Buffers{cw.head, lastChunk}
-		nb.WriteTo(cw.conn) //nolint:errcheck // the client may be gone; the close follows
+		cw.writev([][]byte{cw.head, lastChunk}) //nolint:errcheck // the client may be gone; the close follows
 	}
 	cw.conn.Close() //nolint:errcheck // nothing more is sent either way
 }
