@@ -122,9 +122,6 @@ type writer struct {
 	quit  chan struct{}
 	// parker watches the streams parked in the pool.
 	parker *parker
-	// handBack starts a goroutine of st's own, which st is byOwn for:
-	// resume (a test runs it itself).
-	handBack func(st *sseStream)
 
 	// The fields below are the writer goroutine's: one write's frames and
 	// its pieces for writev, with the callback and its result, made once
@@ -140,8 +137,7 @@ type writer struct {
 
 func newWriter(p *parker) *writer {
 	w := &writer{ready: make(chan struct{}, 1), quit: make(chan struct{}), parker: p,
-		handBack: func(st *sseStream) { go st.resume() },
-		parts:    make([][]byte, 0, maxParts), iov: make([]syscall.Iovec, 0, maxParts+2)}
+		parts: make([][]byte, 0, maxParts), iov: make([]syscall.Iovec, 0, maxParts+2)}
 	w.writev = w.tryWritev
 	return w
 }
@@ -235,7 +231,7 @@ func (w *writer) serve(st *sseStream) (back bool) {
 func (w *writer) end(st *sseStream, back bool) {
 	if back {
 		st.state.Store(byOwn)
-		w.handBack(st)
+		w.parker.handBack(st)
 		return
 	}
 	for {
@@ -251,7 +247,7 @@ func (w *writer) end(st *sseStream, back bool) {
 			}
 		case reclaiming:
 			st.state.Store(byOwn)
-			w.handBack(st)
+			w.parker.handBack(st)
 			return
 		}
 	}
@@ -277,13 +273,24 @@ func (w *writer) tryWritev(fd uintptr) bool {
 	}
 }
 
-// wake is the stream's OnReady: while the stream is in the pool, a signal
-// of its subscription schedules it on its writer; otherwise it wakes its
-// own goroutine.
+// wake is a topic stream's OnReady: while the stream is in the pool, a
+// signal of its subscription schedules it on its writer; otherwise it
+// wakes its own goroutine.
 func (st *sseStream) wake() {
 	if !st.schedule() {
 		st.cw.wake()
 	}
+}
+
+// wakeParked is a parking tenant stream's OnReady: a signal hands a
+// parked stream to a goroutine of its own, and otherwise wakes the one
+// it has.
+func (st *sseStream) wakeParked() {
+	if st.takeBack() {
+		st.parker.handBack(st)
+		return
+	}
+	st.cw.wake()
 }
 
 // schedule puts the stream on its writer's run queue, unless it is there
@@ -311,9 +318,13 @@ func (st *sseStream) schedule() bool {
 
 // enterPool gives the stream's live pushes to its writer. A signal that
 // came before the store found the stream its own goroutine's, which was
-// not waiting for it: it is taken here and scheduled.
+// not waiting for it: it is taken here and scheduled. A tenant stream,
+// which has no writer, is left its signal: park looks at it.
 func (st *sseStream) enterPool() {
 	st.state.Store(inPool)
+	if st.w == nil {
+		return
+	}
 	select {
 	case <-st.sub.Ready():
 		st.schedule()
@@ -344,28 +355,29 @@ func (st *sseStream) takeBack() bool {
 	}
 }
 
-// park gives the live stream, which has nothing to write, to its writer
-// and the parker, and reports true if the calling goroutine is to return
-// now, holding nothing of the stream. It reports false if the stream is
-// the goroutine's again: its client left or the server is ending it
-// while it parked, and the goroutine ends it. Whoever takes it back
-// stores first why (gone, the context) and then looks at the state;
-// park stores the state and then looks at why: one of the two sees the
-// other, and only one of them takes it.
+// park gives the stream, which has nothing to do, to the parker (and a
+// live topic stream to its writer), and reports true if the calling
+// goroutine is to return now, holding nothing of the stream. It reports
+// false if the stream is the goroutine's again: its client left, the
+// server is ending it, or, a tenant stream, it was signalled, while it
+// parked. Whoever takes it back stores first why (gone, the context,
+// the signal) and then looks at the state; park stores the state and
+// then looks at why: one of the two sees the other, and only one of
+// them takes it.
 func (st *sseStream) park() (bool, error) {
 	cw := st.cw
 	if err := clearWriteDeadline(cw.conn, cw.endBy); err != nil {
 		return false, err
 	}
-	if err := st.w.parker.arm(st); err != nil {
+	if err := st.parker.arm(st); err != nil {
 		return false, err
 	}
-	st.buf = nil // a parked stream's pushes are written from the hub's frames
+	st.buf = nil // a parked stream writes nothing of its own
 	if cw.parking != nil {
 		cw.parking()
 	}
 	st.enterPool()
-	if st.gone.Load() || st.ctx.Err() != nil {
+	if st.gone.Load() || st.ctx.Err() != nil || (st.w == nil && len(st.sub.Ready()) > 0) {
 		return !st.takeBack(), nil
 	}
 	return true, nil
@@ -376,8 +388,8 @@ func (st *sseStream) park() (bool, error) {
 // parked, takes it back for a goroutine that ends it.
 func (st *sseStream) ending(endBy time.Time) {
 	st.wire.ending(endBy)
-	if st.w != nil && st.takeBack() {
-		st.w.handBack(st)
+	if st.parker != nil && st.takeBack() {
+		st.parker.handBack(st)
 	}
 }
 

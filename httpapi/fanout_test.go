@@ -20,11 +20,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/edgehub/edgehub/auth"
 	"github.com/edgehub/edgehub/backlog"
 	"github.com/edgehub/edgehub/event"
 	"github.com/edgehub/edgehub/hub"
 	"github.com/edgehub/edgehub/limits"
 	"github.com/edgehub/edgehub/metrics"
+	"github.com/edgehub/edgehub/selector"
 	"github.com/edgehub/edgehub/sse"
 )
 
@@ -79,7 +81,7 @@ func newPoolHarnessBuffered(t *testing.T, streamBuffer int) *poolHarness {
 		t.Fatal(err)
 	}
 	h := &poolHarness{t: t, router: router, s: s, w: newWriter(p), store: store, logger: logger, handed: make(chan *sseStream, 16)}
-	h.w.handBack = func(st *sseStream) { h.handed <- st }
+	p.handBack = func(st *sseStream) { h.handed <- st }
 	t.Cleanup(func() {
 		if h.w.parker == p {
 			p.close()
@@ -118,7 +120,13 @@ func (h *poolHarness) handedBack() *sseStream {
 // by its own pool.
 func (h *poolHarness) serve() string {
 	h.t.Helper()
-	cfg := Config{Dev: true, Heartbeat: time.Hour, Retry: 2 * time.Second, WriteTimeout: time.Minute, MaxBody: 1 << 20}
+	return h.serveWith(time.Hour)
+}
+
+// serveWith is serve with heartbeats after heartbeat of silence.
+func (h *poolHarness) serveWith(heartbeat time.Duration) string {
+	h.t.Helper()
+	cfg := Config{Dev: true, Heartbeat: heartbeat, Retry: 2 * time.Second, WriteTimeout: time.Minute, MaxBody: 1 << 20}
 	h.s = New(cfg, Deps{Log: h.store, Tenants: h.store, Limits: limits.New(limits.Config{}), Hubs: h.router,
 		Metrics: metrics.New(), Logger: h.logger}, Hooks{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,6 +157,12 @@ func (l tightListener) Accept() (net.Conn, error) {
 // and its chunks.
 func watchRaw(t *testing.T, addr string) (net.Conn, *chunks) {
 	t.Helper()
+	return getRaw(t, addr, "/v1/tenants/t/topics/x/watch")
+}
+
+// getRaw is watchRaw for any stream's path.
+func getRaw(t *testing.T, addr, path string) (net.Conn, *chunks) {
+	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		return c.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 	}}
@@ -157,7 +171,7 @@ func watchRaw(t *testing.T, addr string) (net.Conn, *chunks) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := fmt.Fprint(c, "GET /v1/tenants/t/topics/x/watch HTTP/1.1\r\nHost: edgehub\r\n\r\n"); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: edgehub\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
 	r := readChunks(t, c)
@@ -197,7 +211,7 @@ func (h *poolHarness) stream(cw *connWire) *sseStream {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(sub.Close)
-	st := &sseStream{s: h.s, sub: topicSource{sub}, topicSub: sub, wire: cw, cw: cw, w: h.w}
+	st := &sseStream{s: h.s, sub: topicSource{sub}, topicSub: sub, wire: cw, cw: cw, w: h.w, parker: h.w.parker}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	h.t.Cleanup(st.cancel)
 	sub.OnReady(st.wake)
@@ -809,5 +823,129 @@ func TestParkedStreamsHoldNoGoroutineAndAreReleasedWhenTheirClientsLeave(t *test
 	})
 	if p := h.s.fanout.parker.size(); p != len(clients)/2+1 {
 		t.Fatalf("the parker holds %d streams after half left, want %d", p, len(clients)/2+1)
+	}
+}
+
+// Tenant streams park too, with no writer: a push hands a parked one to
+// a goroutine that writes it and parks it again. 100 of them hold no
+// goroutine, each gets every event once and in order through parks and
+// wakes, and those whose clients leave are released.
+func TestParkedTenantStreamsHoldNoGoroutineAndGetEveryEvent(t *testing.T) {
+	h := newPoolHarness(t)
+	addr := h.serve()
+	const path = "/v1/tenants/t/watch?topic=x"
+	getRaw(t, addr, path)
+	until(t, "the first stream parks", func() bool { return h.states()[inPool] == 1 })
+	before := runtime.NumGoroutine()
+	const n, events = 100, 30
+	type client struct {
+		c net.Conn
+		r *chunks
+	}
+	var clients []client
+	for range n {
+		c, r := getRaw(t, addr, path)
+		clients = append(clients, client{c, r})
+	}
+	until(t, "every stream parks", func() bool { return h.states()[inPool] == n+1 })
+	if grown := runtime.NumGoroutine() - before; grown > n/20 {
+		t.Fatalf("%d parked tenant streams hold %d goroutines", n, grown)
+	}
+	errs := make(chan error, n)
+	for _, c := range clients {
+		go func() {
+			next := int64(1)
+			for next <= events {
+				ids, ok, err := c.r.read(c.c)
+				if err != nil || !ok {
+					errs <- fmt.Errorf("the stream ended at %d: %v", next, err)
+					return
+				}
+				for _, id := range ids {
+					if id != fmt.Sprint(next) {
+						errs <- fmt.Errorf("got %s, want event %d", id, next)
+						return
+					}
+					next++
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range events {
+		h.publish(`"e"`)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, "every stream parks again", func() bool { return h.states()[inPool] == n+1 })
+	for _, c := range clients[:n/2] {
+		c.c.Close()
+	}
+	until(t, "the streams whose clients left are released", func() bool {
+		k := 0
+		for _, m := range h.states() {
+			k += m
+		}
+		return k == n/2+1
+	})
+}
+
+// A tenant stream signalled at the worst moment, after it found nothing
+// to do and before it is in the pool, finds its own goroutine, which is
+// not waiting: park must see the signal and keep the stream, or the
+// event waits for the next push or heartbeat.
+func TestASignalAsATenantStreamParksIsNotMissed(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, _ := connPair(t)
+	sel, perr := selector.Parse([]string{"x"}, nil, auth.Everything())
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	sub, err := h.router.WatchTenant(context.Background(), "t", sel, hub.From{Now: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	st := &sseStream{s: h.s, sub: tenantSource{sub}, wire: cw, cw: cw, parker: h.w.parker, ctx: context.Background()}
+	sub.OnReady(st.wakeParked)
+	cw.parking = func() {
+		cw.parking = nil
+		h.publish(`"as it parks"`)
+		until(t, "the push is signalled", func() bool { return len(sub.Ready()) == 1 })
+	}
+	parked, err := st.park()
+	if parked || err != nil {
+		t.Fatalf("park gave %v, %v for a stream signalled as it parked; want the stream kept", parked, err)
+	}
+	if st.state.Load() != byOwn || len(h.handed) != 0 {
+		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
+	}
+	// Parked with nothing to do, the next signal hands it to a goroutine.
+	<-sub.Ready()
+	if parked, err := st.park(); !parked || err != nil {
+		t.Fatalf("park gave %v, %v; want the stream parked", parked, err)
+	}
+	h.publish(`"parked"`)
+	if got := h.handedBack(); got != st || st.state.Load() != byOwn {
+		t.Fatal("a signal did not hand a parked tenant stream to a goroutine")
+	}
+}
+
+// Parked streams of both kinds get their heartbeats: the parker asks a
+// topic stream's writer for them, and hands a tenant stream to a
+// goroutine that writes one and parks it again.
+func TestParkedStreamsOfBothKindsGetTheirHeartbeats(t *testing.T) {
+	h := newPoolHarness(t)
+	addr := h.serveWith(20 * time.Millisecond)
+	for _, path := range []string{"/v1/tenants/t/topics/x/watch", "/v1/tenants/t/watch?topic=x"} {
+		c, r := getRaw(t, addr, path)
+		for range 3 {
+			if ids, _ := r.next(c); len(ids) != 1 || ids[0] != "ping" {
+				t.Fatalf("%s: a parked stream got %v, want a heartbeat", path, ids)
+			}
+		}
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// parker watches the connections of the parked streams: live streams of
-// the writer pool that hold no goroutine (plans/055-parked-streams.md).
+// parker watches the connections of the parked streams: streams taken
+// over from net/http that have nothing to do and hold no goroutine
+// (plans/055-parked-streams.md): live topic streams, which their writer
+// in the pool writes, and tenant streams waiting for their next signal.
 // A parked stream is a socket, a position in its hub's live set and an
 // entry here; the parker is what notices, without a goroutine per
 // stream, the two things a parked stream's own goroutine used to wait
@@ -26,6 +28,11 @@ type parker struct {
 	// every is how often the loop looks for heartbeats due: a heartbeat
 	// is written at most every late.
 	every time.Duration
+
+	// handBack starts a goroutine of st's own, which st is byOwn for:
+	// resume (a test runs it itself). The writers, the parker and
+	// EndStreams call it for a stream they took out of the pool.
+	handBack func(st *sseStream)
 
 	mu sync.Mutex
 	// parked holds every stream that has parked and not ended, by its
@@ -52,7 +59,8 @@ func newParker(heartbeat time.Duration) (*parker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
 	}
-	p := &parker{epfd: epfd, every: min(max(heartbeat/4, time.Millisecond), time.Second), parked: map[uint64]*sseStream{}}
+	p := &parker{epfd: epfd, every: min(max(heartbeat/4, time.Millisecond), time.Second), parked: map[uint64]*sseStream{},
+		handBack: func(st *sseStream) { go st.resume() }}
 	if err := syscall.Pipe2(p.quit[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		syscall.Close(epfd) //nolint:errcheck // nothing was made of it
 		return nil, fmt.Errorf("pipe2: %w", err)
@@ -176,19 +184,28 @@ func (p *parker) look(st *sseStream) {
 	}
 	st.gone.Store(true)
 	if st.takeBack() {
-		st.w.handBack(st)
+		p.handBack(st)
 	}
 }
 
-// beat asks the writers for the heartbeats due: a parked stream silent
-// for its heartbeat interval is scheduled with a ping. A stream that is
-// not in the pool has a goroutine that keeps its own heartbeats; one
-// queued or running is written anyway.
+// beat sees to the heartbeats due: a parked stream silent for its
+// heartbeat interval is scheduled with a ping for its writer, or, a
+// tenant stream, which has no writer, handed to a goroutine that writes
+// one. A stream that is not in the pool has a goroutine that keeps its
+// own heartbeats; one queued or running is written anyway.
 func (p *parker) beat(now int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, st := range p.parked {
-		if st.state.Load() == inPool && now >= st.wrote.Load()+int64(st.s.cfg.Heartbeat) && !st.pingDue.Load() {
+		if st.state.Load() != inPool || now < st.wrote.Load()+int64(st.s.cfg.Heartbeat) {
+			continue
+		}
+		switch {
+		case st.w == nil:
+			if st.takeBack() {
+				p.handBack(st)
+			}
+		case !st.pingDue.Load():
 			st.pingDue.Store(true)
 			st.schedule()
 		}

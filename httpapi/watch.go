@@ -29,10 +29,9 @@ const (
 // headers and hello, and writes what its subscription hands out until the
 // client or the server leaves. A plain HTTP/1.1 stream is written on its
 // connection, taken over from net/http (connWire), and the handler
-// returns: a topic stream, once it is live and has nothing to write, is
-// parked in the server's pool (fanout.go, parked.go) with no goroutine;
-// a tenant stream keeps a goroutine of its own. Any other stream is
-// written here.
+// returns once it has nothing to do: it is parked (parked.go) with no
+// goroutine, and a topic stream's live pushes are written by its writer
+// in the server's pool (fanout.go). Any other stream is written here.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic string) {
 	st := s.openStream(w, r, tenant, topic)
 	if st == nil {
@@ -42,9 +41,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, tenant, topic str
 }
 
 // serveOn writes an open stream until it ends or parks: on a connection
-// taken over from net/http, here until a topic stream parks (which ends
-// this goroutine's part) or by a goroutine of a tenant stream's own,
-// while the handler returns; else on the response, here.
+// taken over from net/http, here until it parks (which ends this
+// goroutine's part); else on the response, here.
 func (st *sseStream) serveOn(w http.ResponseWriter, r *http.Request) {
 	s := st.s
 	h := w.Header()
@@ -58,12 +56,18 @@ func (st *sseStream) serveOn(w http.ResponseWriter, r *http.Request) {
 		// wakes the stream.
 		st.ctx, st.cancel = s.endCtx, func() {}
 		st.wire = cw
-		if cw.raw != nil && st.topicSub != nil {
-			st.w = s.fanout.writer()
+		var w *writer
+		if cw.raw != nil {
+			w = s.fanout.writer()
 		}
-		if st.w != nil {
-			st.cw = cw
-			st.sub.OnReady(st.wake)
+		if w != nil {
+			st.cw, st.parker = cw, w.parker
+			if st.topicSub != nil {
+				st.w = w
+				st.sub.OnReady(st.wake)
+			} else { // a tenant stream parks, and has no writer
+				st.sub.OnReady(st.wakeParked)
+			}
 			st.serve(st.open())
 			return
 		}
@@ -201,11 +205,13 @@ type sseStream struct {
 	cancel context.CancelFunc
 
 	// The fields below serve a stream on a connection taken over from
-	// net/http (cw) from its writer w in the server's pool (fanout.go);
-	// w is nil for any other stream.
-	cw    *connWire
-	w     *writer
-	state atomic.Int32 // who writes the stream: byOwn, inPool, ...
+	// net/http (cw) that parks (parker; nil for any other stream), and a
+	// topic stream's live pushes from its writer w in the server's pool
+	// (fanout.go; nil for any other stream).
+	cw     *connWire
+	parker *parker
+	w      *writer
+	state  atomic.Int32 // who writes the stream: byOwn, inPool, ...
 	// pingDue says the stream's own goroutine asks its writer for a
 	// heartbeat.
 	pingDue atomic.Bool
@@ -245,8 +251,8 @@ func (st *sseStream) serve(helloErr error) {
 		}
 		st.cancel()
 		st.logEnd(err, v != nil)
-		if st.w != nil {
-			st.w.parker.forget(st)
+		if st.parker != nil {
+			st.parker.forget(st)
 		}
 		st.wire.end()
 		s.untrack(st)
@@ -316,7 +322,7 @@ func (st *sseStream) hello() error {
 func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 	sub := st.sub
 	for {
-		if st.w != nil {
+		if st.parker != nil {
 			if err := st.finish(); err != nil {
 				return false, err
 			}
@@ -327,7 +333,7 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			if !st.mustNext && !st.cw.left && st.topicSub.Live() {
+			if st.idle() {
 				parked, err := st.park()
 				if parked || err != nil {
 					return parked, err
@@ -361,6 +367,19 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 			st.buf = nil // nothing more to write now
 		}
 	}
+}
+
+// idle says the stream has nothing to do until it is signalled: a topic
+// stream is live and its writer did not hand it back for Next; a tenant
+// stream has no signal and no heartbeat due. Either may park.
+func (st *sseStream) idle() bool {
+	if st.cw.left {
+		return false
+	}
+	if st.w != nil {
+		return !st.mustNext && st.topicSub.Live()
+	}
+	return len(st.sub.Ready()) == 0 && time.Now().Before(st.pingAt())
 }
 
 // source is what an sseStream writes: a topic's subscription or a
