@@ -219,6 +219,10 @@ type sseStream struct {
 	gone atomic.Bool
 	// parkID is the stream's id in the parker, from its first park.
 	parkID uint64
+	// active is when the stream's goroutine last handed out its
+	// subscription (Unix nanoseconds; 0 before the first time): a tenant
+	// stream parks parkAfter later.
+	active int64
 	// mustNext says the writer handed the stream back for Next, and
 	// restEvents is the events of the chunk rest that it left (cw.rest);
 	// whoever writes the stream owns them.
@@ -342,9 +346,16 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 			}
 			st.mustNext = false
 		}
-		ping, err := st.wire.wait(ctx, sub.Ready(), st.pingAt())
+		wakeAt := st.pingAt()
+		if st.parker != nil && st.parkAt().Before(wakeAt) {
+			wakeAt = st.parkAt() // a tenant stream: park if nothing comes
+		}
+		ping, err := st.wire.wait(ctx, sub.Ready(), wakeAt)
 		if err != nil {
 			return false, err
+		}
+		if ping && time.Now().Before(st.pingAt()) {
+			continue // time to park, not to ping
 		}
 		if ping {
 			st.buf = sse.AppendPing(st.buf)
@@ -354,6 +365,7 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 			continue
 		}
 		st.buf, err = sub.next(ctx, st, st.buf, flushBytes)
+		st.active = time.Now().UnixNano()
 		if ferr := st.flush(); ferr != nil {
 			return false, ferr
 		}
@@ -371,7 +383,8 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 
 // idle says the stream has nothing to do until it is signalled: a topic
 // stream is live and its writer did not hand it back for Next; a tenant
-// stream has no signal and no heartbeat due. Either may park.
+// stream has no signal and no heartbeat due, and parkAt has come. Either
+// may park.
 func (st *sseStream) idle() bool {
 	if st.cw.left {
 		return false
@@ -379,8 +392,25 @@ func (st *sseStream) idle() bool {
 	if st.w != nil {
 		return !st.mustNext && st.topicSub.Live()
 	}
-	return len(st.sub.Ready()) == 0 && time.Now().Before(st.pingAt())
+	now := time.Now()
+	return len(st.sub.Ready()) == 0 && now.Before(st.pingAt()) && !now.Before(st.parkAt())
 }
+
+// parkAt is when a tenant stream that has handed out nothing since parks.
+// A tenant stream's pushes are written by its own goroutine, which a park
+// ends and a wake starts again: one that is busy keeps its goroutine, as
+// starting one per push costs more than the wait. One that has handed
+// out nothing since its hello parks at once.
+func (st *sseStream) parkAt() time.Time {
+	if st.active == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, st.active).Add(min(parkAfter, st.s.cfg.Heartbeat/2))
+}
+
+// parkAfter is how long a tenant stream that writes nothing keeps its
+// goroutine (at most half a heartbeat interval).
+const parkAfter = time.Second
 
 // source is what an sseStream writes: a topic's subscription or a
 // tenant's.

@@ -53,6 +53,10 @@ func (e *edgehub) PID() int { return e.running[0].pid() }
 func (e *edgehub) Start(ctx context.Context, dir string) error {
 	args := []string{"serve", "--dev", "--addr", "127.0.0.1:0",
 		"--publish-rate", "0", "--max-streams", "0", "--max-tenant-streams", "0", "--max-tenant-topics", "0",
+		// One load generator is one client address: the caps on streams
+		// without a token (edgehub-mercure's subscribers) are lifted as
+		// the others are.
+		"--max-anonymous-streams", "0", "--max-tenant-anonymous-streams", "0", "--max-client-anonymous-streams", "0",
 		"--idle-after", "3s"}
 	if e.cluster != "" {
 		db, err := createDatabase(ctx, e.cluster)
