@@ -322,6 +322,32 @@ func (c *chunks) read(conn net.Conn) (ids []string, ok bool, err error) {
 	return ids, true, nil
 }
 
+// inOrder reads frames until events 1 to last have come, each once and in
+// order (heartbeats aside), pausing after each chunk if slow, and says
+// what went wrong.
+func (c *chunks) inOrder(conn net.Conn, last int64, slow bool) error {
+	next := int64(1)
+	for next <= last {
+		ids, ok, err := c.read(conn)
+		if err != nil || !ok {
+			return fmt.Errorf("the stream ended at %d: %v", next, err)
+		}
+		for _, id := range ids {
+			if id == "ping" {
+				continue
+			}
+			if id != fmt.Sprint(next) {
+				return fmt.Errorf("got event %s, want %d", id, next)
+			}
+			next++
+		}
+		if slow {
+			time.Sleep(2 * time.Millisecond) // a slow reader, not a timing
+		}
+	}
+	return nil
+}
+
 // A push signalled just before its stream's own goroutine gives the
 // stream to the pool finds the stream its own goroutine's, which is not
 // waiting for it, and only wakes that goroutine's wait: enterPool must
@@ -434,13 +460,7 @@ func TestAClientLeavingAsItsStreamParksIsNoticed(t *testing.T) {
 		client.Close()
 		until(t, "the parker sees the client leave", st.gone.Load)
 	}
-	parked, err := st.park()
-	if parked || err != nil {
-		t.Fatalf("park gave %v, %v for a stream whose client left as it parked; want the stream kept", parked, err)
-	}
-	if st.state.Load() != byOwn || len(h.handed) != 0 {
-		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
-	}
+	h.keptAsItParks(st, "whose client left")
 }
 
 // EndStreams at the same moment: the server's end, stored before it
@@ -454,12 +474,19 @@ func TestEndStreamsAsAStreamParksIsNoticed(t *testing.T) {
 		st.cancel()
 		st.ending(time.Now().Add(endGrace))
 	}
+	h.keptAsItParks(st, "the server ended")
+}
+
+// keptAsItParks parks st, whose parking hook makes it (what) at the worst
+// moment, and fails unless park keeps the stream for its goroutine alone.
+func (h *poolHarness) keptAsItParks(st *sseStream, what string) {
+	h.t.Helper()
 	parked, err := st.park()
 	if parked || err != nil {
-		t.Fatalf("park gave %v, %v for a stream the server ended as it parked; want the stream kept", parked, err)
+		h.t.Fatalf("park gave %v, %v for a stream %s as it parked; want the stream kept", parked, err, what)
 	}
 	if st.state.Load() != byOwn || len(h.handed) != 0 {
-		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
+		h.t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
 	}
 }
 
@@ -752,30 +779,7 @@ func TestEveryPooledStreamGetsEveryEventOnceInOrder(t *testing.T) {
 	}
 	errs := make(chan error, streams)
 	for _, c := range clients {
-		go func() {
-			next := int64(1)
-			for next <= events {
-				ids, ok, err := c.r.read(c.c)
-				if err != nil || !ok {
-					errs <- fmt.Errorf("the stream ended at %d: %v", next, err)
-					return
-				}
-				for _, id := range ids {
-					if id == "ping" {
-						continue
-					}
-					if id != fmt.Sprint(next) {
-						errs <- fmt.Errorf("got event %s, want %d", id, next)
-						return
-					}
-					next++
-				}
-				if c.slow {
-					time.Sleep(2 * time.Millisecond) // a slow reader, not a timing
-				}
-			}
-			errs <- nil
-		}()
+		go func() { errs <- c.r.inOrder(c.c, events, c.slow) }()
 	}
 	for i := range events {
 		size := 200
@@ -853,24 +857,7 @@ func TestParkedTenantStreamsHoldNoGoroutineAndGetEveryEvent(t *testing.T) {
 	}
 	errs := make(chan error, n)
 	for _, c := range clients {
-		go func() {
-			next := int64(1)
-			for next <= events {
-				ids, ok, err := c.r.read(c.c)
-				if err != nil || !ok {
-					errs <- fmt.Errorf("the stream ended at %d: %v", next, err)
-					return
-				}
-				for _, id := range ids {
-					if id != fmt.Sprint(next) {
-						errs <- fmt.Errorf("got %s, want event %d", id, next)
-						return
-					}
-					next++
-				}
-			}
-			errs <- nil
-		}()
+		go func() { errs <- c.r.inOrder(c.c, events, false) }()
 	}
 	for range events {
 		h.publish(`"e"`)
@@ -916,13 +903,7 @@ func TestASignalAsATenantStreamParksIsNotMissed(t *testing.T) {
 		h.publish(`"as it parks"`)
 		until(t, "the push is signalled", func() bool { return len(sub.Ready()) == 1 })
 	}
-	parked, err := st.park()
-	if parked || err != nil {
-		t.Fatalf("park gave %v, %v for a stream signalled as it parked; want the stream kept", parked, err)
-	}
-	if st.state.Load() != byOwn || len(h.handed) != 0 {
-		t.Fatalf("the stream is in state %d, %d handed back; want its goroutine's alone", st.state.Load(), len(h.handed))
-	}
+	h.keptAsItParks(st, "signalled")
 	// Parked with nothing to do, the next signal hands it to a goroutine.
 	<-sub.Ready()
 	if parked, err := st.park(); !parked || err != nil {
