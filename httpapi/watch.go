@@ -346,11 +346,7 @@ func (st *sseStream) run(ctx context.Context) (parked bool, err error) {
 			}
 			st.mustNext = false
 		}
-		wakeAt := st.pingAt()
-		if st.parker != nil && st.parkAt().Before(wakeAt) {
-			wakeAt = st.parkAt() // a tenant stream: park if nothing comes
-		}
-		ping, err := st.wire.wait(ctx, sub.Ready(), wakeAt)
+		ping, err := st.wire.wait(ctx, sub.Ready(), st.wakeAt())
 		if err != nil {
 			return false, err
 		}
@@ -394,6 +390,17 @@ func (st *sseStream) idle() bool {
 	}
 	now := time.Now()
 	return len(st.sub.Ready()) == 0 && now.Before(st.pingAt()) && !now.Before(st.parkAt())
+}
+
+// wakeAt is when a wait with no signal ends: the next heartbeat, or, for
+// a tenant stream that parks, parkAt if that comes first. A topic
+// stream parks only once live, which its signal, not a time, brings.
+func (st *sseStream) wakeAt() time.Time {
+	at := st.pingAt()
+	if st.parker != nil && st.w == nil && st.parkAt().Before(at) {
+		return st.parkAt()
+	}
+	return at
 }
 
 // parkAt is when a tenant stream that has handed out nothing since parks.
