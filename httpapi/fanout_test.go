@@ -930,3 +930,22 @@ func TestParkedStreamsOfBothKindsGetTheirHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// A topic stream's own goroutine, waiting while the stream is not live,
+// waits until its signal or its heartbeat: a topic stream parks only once
+// live, and a wait that ended at a tenant stream's park time, past a
+// second after its last hand-out, would return at once, again and again.
+func TestATopicStreamWaitsForItsHeartbeatNotForAParkTime(t *testing.T) {
+	h := newPoolHarness(t)
+	cw, _ := connPair(t)
+	st := h.stream(cw)
+	st.wrote.Store(time.Now().UnixNano())
+	st.active = time.Now().Add(-time.Minute).UnixNano()
+	if got := st.wakeAt(); !got.Equal(st.pingAt()) {
+		t.Fatalf("a topic stream's wait ends at %v, %v before its heartbeat", got, st.pingAt().Sub(got))
+	}
+	st.w = nil // the same stream as a tenant stream would park a second after its last hand-out
+	if got, want := st.wakeAt(), time.Unix(0, st.active).Add(parkAfter); !got.Equal(want) {
+		t.Fatalf("a tenant stream's wait ends at %v, want its park time %v", got, want)
+	}
+}
