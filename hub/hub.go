@@ -72,12 +72,11 @@ type (
 	}
 	// unwatch removes a stream whose client has gone.
 	unwatch struct{ stream *stream }
-	// committed is the committer's answer, back in the hub's mailbox.
+	// committed is the committer's notice of a commit, back in the hub's
+	// mailbox: its events to fan out (none if the commit failed or was
+	// refused). Its publisher is answered apart, by the committer.
 	committed struct {
-		result backlog.Result
-		err    error
-		items  []*item
-		reply  chan<- publishReply
+		items []*item
 	}
 	// headRead is the log's head, read outside the actor.
 	headRead struct {
@@ -186,20 +185,15 @@ func (h *hub) Receive(ctx actor.Context) {
 		h.live.remove(msg.stream)
 		h.catchingUp.remove(msg.stream)
 	case *committed:
-		// The publishers are answered first: both the answer and the push
-		// follow the commit, and no publisher waits for the fan-out.
 		h.inflight--
-		msg.reply <- publishReply{result: msg.result, err: msg.err}
-		if msg.err == nil {
-			loads := !h.loaded && !h.retiring && len(msg.items) > 0
-			if loads {
-				first, _ := span(msg.items)
-				h.head, h.loaded = first-1, true
-			}
-			h.applyOwn(ctx, msg.items)
-			if loads {
-				h.routeWaiting(ctx)
-			}
+		loads := !h.loaded && !h.retiring && len(msg.items) > 0
+		if loads {
+			first, _ := span(msg.items)
+			h.head, h.loaded = first-1, true
+		}
+		h.applyOwn(ctx, msg.items)
+		if loads {
+			h.routeWaiting(ctx)
 		}
 		h.stopIfRetired(ctx)
 	case *headRead:
@@ -235,13 +229,21 @@ func (h *hub) route(ctx actor.Context, msg any) {
 		h.inflight++
 		self, opts, reply, tenant, topic := ctx.Self(), h.opts, msg.reply, h.tenant, h.topic
 		h.opts.Committer.Commit(msg.req, func(r backlog.Result, err error) {
-			// The tenant's hub hears of the commit before its publisher
-			// is answered: a tenant stream opened after the answer starts
-			// at or past it.
-			if err == nil && r.Err == nil && !r.Duplicate {
-				opts.committed(tenant, topic, r.Events)
+			// The hubs hear of the commit before its publisher is
+			// answered: a stream opened after the answer (of the topic or
+			// of its tenant) is routed behind the notice, so it starts at
+			// or past the commit. The committer answers the publisher
+			// itself, which then waits for no mailbox, and no publisher
+			// waits for a fan-out (plan 056).
+			var items []*item
+			if err == nil {
+				if r.Err == nil && !r.Duplicate {
+					opts.committed(tenant, topic, r.Events)
+				}
+				items = opts.encode(r.Events)
 			}
-			opts.root.Send(self, &committed{result: r, err: err, items: opts.encode(r.Events), reply: reply})
+			opts.root.Send(self, &committed{items: items})
+			reply <- publishReply{result: r, err: err}
 		})
 	case *watch:
 		position := msg.position

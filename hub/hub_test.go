@@ -428,6 +428,29 @@ func TestPublishInFlightWhenHubStopsIsAnswered(t *testing.T) {
 	}
 }
 
+// A publisher is answered by the committer once its commit is durable,
+// not through its hub's mailbox: a hub held inside Receive (here, as it
+// applies a head it read) delays its fan-out, never the answer (plan 056).
+func TestAPublisherIsAnsweredWhileItsHubIsBusy(t *testing.T) {
+	h := newHarness(t)
+	commit := make(chan struct{})
+	h.gate.hold.Store(&commit)
+	pub := h.sendPublish(`"a"`) // a new hub hands it to the committer at once
+	inside, release := holdIn(&h.headApplied)
+	defer func() { release() }()
+	joinedc := h.sendWatch(newStream(1 << 20)) // the hub reads its head for it
+	recv(t, inside, "the hub applying its head")
+	close(commit)
+	if r := recv(t, pub, "the publish, while its hub is held"); r.err != nil || r.result.First != 1 {
+		t.Fatalf("publish: %+v", r)
+	}
+	release()
+	release = func() {}
+	if j := recv(t, joinedc, "the watch"); j.err != nil {
+		t.Fatal(j.err)
+	}
+}
+
 // discard is an Encoder that keeps nothing but a count.
 type discard struct{ events int }
 
