@@ -97,9 +97,12 @@ func (s *Store) commitVisible(ctx context.Context, reqs []*Publish) ([]Result, e
 }
 
 // topicState is a topic's row as this commit has advanced it so far.
+// noOldest says its oldest may be NULL (no event retained), so that the
+// write back sets it: a row whose oldest is set is written without it,
+// and its entry in the index on oldest is left alone (plan 056).
 type topicState struct {
 	id, head, stateBytes int64
-	changed              bool
+	changed, noOldest    bool
 }
 
 // tenantState is what the commit knows of a tenant: its row (id 0 and
@@ -175,9 +178,9 @@ type statements struct {
 	// insert writes one event as a row, insertSegment many (segment.go).
 	insert, insertSegment, getIdem, putIdem, getWebhook, putWebhook stmt
 	deletedSince                                                    stmt
-	getTopic, newTopic, setTopic                                    stmt
+	getTopic, newTopic, setTopic, setTopicOldest                    stmt
 	upsertKey, deleteKey, keySize                                   stmt
-	getTenant, getUsage, newUsage, setUsage                         stmt
+	getTenant, getUsage, newUsage, setUsage, putUsage               stmt
 	// Durable Streams' (streams.go).
 	getStream, putStream, setStream, dropStream, softDelete, addForks stmt
 	getProducer, putProducer, dropProducers                           stmt
@@ -205,13 +208,16 @@ func (st *statements) list() []statementSQL {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO UPDATE SET tenant_id = excluded.tenant_id,
 			topic = excluded.topic, hash = excluded.hash, first = excluded.first, last = excluded.last,
 			batch = excluded.batch, created = excluded.created, pos = excluded.pos`},
-		{&st.getTopic, `SELECT id, head, state_bytes FROM topics WHERE tenant = ? AND topic = ?`},
+		{&st.getTopic, `SELECT id, head, state_bytes, oldest IS NULL FROM topics WHERE tenant = ? AND topic = ?`},
 		// A topic's row is made with the head, state size and oldest its
 		// first request leaves, so that a new topic is one write.
 		{&st.newTopic, `INSERT INTO topics (tenant, topic, head, state_bytes, oldest) VALUES (?, ?, ?, ?, ?) RETURNING id`},
 		// oldest is NULL exactly when no event is retained; the first one
-		// retained after that is committed now.
-		{&st.setTopic, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
+		// retained after that is committed now. A statement that names a
+		// column rewrites the entries of the indexes on it, whatever its
+		// value, so a row whose oldest is set is written by setTopic.
+		{&st.setTopic, `UPDATE topics SET head = ?, state_bytes = ? WHERE id = ?`},
+		{&st.setTopicOldest, `UPDATE topics SET head = ?, state_bytes = ?, oldest = coalesce(oldest, ?) WHERE id = ?`},
 		{&st.upsertKey, `INSERT INTO state (topic_id, key, seq, data) VALUES (?, ?, ?, ?)
 			ON CONFLICT (topic_id, key) DO UPDATE SET seq = excluded.seq, data = excluded.data`},
 		{&st.deleteKey, `DELETE FROM state WHERE topic_id = ? AND key = ?`},
@@ -219,7 +225,11 @@ func (st *statements) list() []statementSQL {
 		{&st.getTenant, `SELECT id, generation FROM tenants WHERE name = ?`},
 		{&st.getUsage, `SELECT bytes, topics, id, pos FROM usage WHERE tenant = ?`},
 		{&st.newUsage, `INSERT INTO usage (tenant) VALUES (?) RETURNING id`},
-		{&st.setUsage, `INSERT INTO usage (tenant, bytes, topics, pos) VALUES (?, ?, ?, ?)
+		// An insert into usage, even one that ends as an update, writes
+		// its AUTOINCREMENT counter too: setUsage updates the row that
+		// order made, and putUsage makes one only where there is none.
+		{&st.setUsage, `UPDATE usage SET bytes = ?, topics = ?, pos = ? WHERE tenant = ?`},
+		{&st.putUsage, `INSERT INTO usage (tenant, bytes, topics, pos) VALUES (?, ?, ?, ?)
 			ON CONFLICT (tenant) DO UPDATE SET bytes = excluded.bytes, topics = excluded.topics, pos = excluded.pos`},
 	}...)
 }
@@ -310,7 +320,13 @@ func (a *commitTx) writeBack(now time.Time) error {
 		if !t.changed {
 			continue
 		}
-		if _, err := a.setTopic.ExecContext(a.ctx, t.head, t.stateBytes, now.UnixNano(), t.id); err != nil {
+		var err error
+		if t.noOldest {
+			_, err = a.setTopicOldest.ExecContext(a.ctx, t.head, t.stateBytes, now.UnixNano(), t.id)
+		} else {
+			_, err = a.setTopic.ExecContext(a.ctx, t.head, t.stateBytes, t.id)
+		}
+		if err != nil {
 			return fmt.Errorf("advance head of %s/%s: %w", key[0], key[1], err)
 		}
 	}
@@ -318,11 +334,24 @@ func (a *commitTx) writeBack(now time.Time) error {
 		if !t.usageChanged {
 			continue
 		}
-		if _, err := a.setUsage.ExecContext(a.ctx, name, t.bytes, t.topics, t.pos); err != nil {
+		if err := a.setUsageOf(name, t); err != nil {
 			return fmt.Errorf("record usage of tenant %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// setUsageOf writes a tenant's usage back to its row, which this
+// transaction read or made if the tenant has an order's key; a stream's
+// deletion changes usage without an append, and may find no row.
+func (a *commitTx) setUsageOf(name string, t *tenantState) error {
+	var err error
+	if t.orderKey != 0 {
+		_, err = a.setUsage.ExecContext(a.ctx, t.bytes, t.topics, t.pos, name)
+	} else {
+		_, err = a.putUsage.ExecContext(a.ctx, name, t.bytes, t.topics, t.pos)
+	}
+	return err
 }
 
 // tenant reads, once per transaction, the tenant's row and usage.
@@ -351,7 +380,7 @@ func (a *commitTx) findTopic(tenant, topic string) (*topicState, error) {
 		return t, nil
 	}
 	t := &topicState{}
-	err := a.getTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id, &t.head, &t.stateBytes)
+	err := a.getTopic.QueryRowContext(a.ctx, tenant, topic).Scan(&t.id, &t.head, &t.stateBytes, &t.noOldest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -535,6 +564,9 @@ func (a *commitTx) append(req *Publish, now time.Time) (Result, error) {
 	}
 	var sx *streamTx
 	if req.Stream != nil {
+		if t != nil {
+			t.noOldest = true // a stream's operation may trim all of it (trimAll)
+		}
 		var r *Result
 		if sx, r, err = a.streamBegin(req, ten, t, now); err != nil || r != nil {
 			if r == nil {

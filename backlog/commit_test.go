@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgehub/edgehub/event"
 )
@@ -193,6 +194,41 @@ func TestCommitSetsOldestOnce(t *testing.T) {
 	commitOne(t, l, one("a", "x"))
 	if err := l.testQueryRow(`SELECT oldest FROM topics`).Scan(&second); err != nil || second != first {
 		t.Fatalf("oldest moved from %d to %d (%v)", first, second, err)
+	}
+}
+
+// A topic whose every event was trimmed has no oldest; the commit that
+// appends to it again sets it, though a commit to a topic with an oldest
+// leaves that column out (plan 056).
+func TestAnAppendAfterEverythingWasTrimmedSetsOldest(t *testing.T) {
+	l := openTest(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l.now = func() time.Time { return now }
+	commitOne(t, l, one("a", "x"))
+	now = now.Add(2 * time.Hour)
+	if n, err := l.TrimByAge(context.Background(), time.Hour); err != nil || n != 1 {
+		t.Fatalf("trimmed %d topics: %v", n, err)
+	}
+	if n := count(t, l, `SELECT count(*) FROM topics WHERE oldest IS NULL`); n != 1 {
+		t.Fatalf("%d topics with nothing retained have no oldest, want 1", n)
+	}
+	commitOne(t, l, one("a", "x"))
+	checkOldest(t, l)
+}
+
+// A stream deleted and created again in one commit, after an append to
+// it in the same commit, keeps the invariant of oldest: the deletion
+// trims everything (oldest NULL), and the events after it are retained.
+func TestAStreamDeletedAndCreatedInOneCommitKeepsItsOldest(t *testing.T) {
+	l := openTest(t)
+	commitOne(t, l, streamCreate("x", "text/plain"))
+	again := streamCreate("x", "text/plain")
+	again.Events = []event.Event{{Type: "message", Data: []byte("new"), Raw: true}}
+	outcomes(t, l, streamAppend("x", StreamOp{ContentType: "text/plain"}, "a"),
+		&Publish{Tenant: "s", Topic: "x", Stream: &StreamOp{Delete: true}}, again)
+	checkOldest(t, l)
+	if n := count(t, l, `SELECT count(*) FROM topics WHERE oldest IS NULL`); n != 0 {
+		t.Fatalf("%d topics retain an event and have no oldest", n)
 	}
 }
 

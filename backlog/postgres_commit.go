@@ -80,9 +80,9 @@ func (st *statements) pgTouches() map[*stmt]pgTouch {
 	w := func(table string, key int) pgTouch { return pgTouch{table: table, key: key, write: true} }
 	return map[*stmt]pgTouch{
 		&st.getTenant: r("tenants", 1),
-		&st.getUsage:  r("usage", 1), &st.newUsage: w("usage", 1), &st.setUsage: w("usage", 1),
+		&st.getUsage:  r("usage", 1), &st.newUsage: w("usage", 1), &st.setUsage: w("usage", 0), &st.putUsage: w("usage", 1),
 		&st.getTopic: r("topics", 2), &st.newTopic: w("topics", 2),
-		&st.setTopic: w("topics", 0), &st.trimAll: w("topics", 0), &st.setTrimmed: w("topics", 0),
+		&st.setTopic: w("topics", 0), &st.setTopicOldest: w("topics", 0), &st.trimAll: w("topics", 0), &st.setTrimmed: w("topics", 0),
 		&st.getIdem: r("idempotency", 2), &st.putIdem: w("idempotency", 2),
 		&st.getWebhook: r("webhook_keys", 2), &st.putWebhook: w("webhook_keys", 2),
 		&st.keySize: r("state", 2), &st.upsertKey: w("state", 2), &st.deleteKey: w("state", 2),
