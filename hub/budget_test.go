@@ -58,7 +58,7 @@ func TestLiveQueuesCountOnceAgainstTheReadBudget(t *testing.T) {
 		h.publish(data)
 	}
 	// The envelopes as the hub encodes them: one of the streams' queues
-	// (the hub answers a publish before it pushes the commit).
+	// (a publish may be answered before its hub pushes the commit).
 	var items []*item
 	for len(items) < 10 {
 		recv(t, subs[0].Ready(), "the events pushed")
