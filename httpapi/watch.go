@@ -397,8 +397,11 @@ func (st *sseStream) idle() bool {
 // stream parks only once live, which its signal, not a time, brings.
 func (st *sseStream) wakeAt() time.Time {
 	at := st.pingAt()
-	if st.parker != nil && st.w == nil && st.parkAt().Before(at) {
-		return st.parkAt()
+	if st.parker == nil || st.w != nil {
+		return at
+	}
+	if park := st.parkAt(); park.Before(at) {
+		return park
 	}
 	return at
 }
